@@ -1,0 +1,1 @@
+"""Measuring on the machine: ceilings, step timing, CUPTI passes, per-kernel events."""
