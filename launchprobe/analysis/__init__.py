@@ -1,0 +1,1 @@
+"""Analyses: pure functions from timelines and measurements to numbers and verdicts."""

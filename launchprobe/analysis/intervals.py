@@ -1,0 +1,67 @@
+"""Interval arithmetic on GPU work, in integer nanoseconds.
+
+Busy time is the length of the union of intervals, never their sum; the gap before an op is its start minus the
+latest end among all ops that started before it (so an op that starts while another still runs has no gap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class IntervalStats:
+    span_ns: int  # first start to last end
+    busy_ns: int  # union of intervals
+    gaps_ns: IntArray  # gap before each op after the first, in start order (>= 0)
+
+    @property
+    def idle_ns(self) -> int:
+        return self.span_ns - self.busy_ns
+
+
+def sort_by_start(starts: npt.ArrayLike, ends: npt.ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
+    """Sort by start (stable, ties by end); return starts, ends and the order used."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if s.shape != e.shape:
+        raise ValueError("starts and ends differ in length")
+    if np.any(e < s):
+        raise ValueError("an interval ends before it starts")
+    order = np.lexsort((e, s))
+    return s[order], e[order], order.astype(np.int64)
+
+
+def gaps_before(starts: npt.ArrayLike, ends: npt.ArrayLike) -> IntArray:
+    """Gap before each op, in start order, for ops 1..n-1 (``n-1`` values, zeros where ops overlap)."""
+    s, e, _ = sort_by_start(starts, ends)
+    if len(s) < 2:
+        return np.zeros(0, dtype=np.int64)
+    latest_end = np.maximum.accumulate(e)[:-1]
+    return np.maximum(s[1:] - latest_end, 0)
+
+
+def interval_stats(starts: npt.ArrayLike, ends: npt.ArrayLike) -> IntervalStats:
+    s, e, _ = sort_by_start(starts, ends)
+    if len(s) == 0:
+        return IntervalStats(0, 0, np.zeros(0, dtype=np.int64))
+    gaps = gaps_before(s, e)
+    span = int(e.max() - s[0])
+    return IntervalStats(span_ns=span, busy_ns=span - int(gaps.sum()), gaps_ns=gaps)
+
+
+def union_ns(starts: npt.ArrayLike, ends: npt.ArrayLike) -> int:
+    return interval_stats(starts, ends).busy_ns
+
+
+def clipped_union_ns(starts: npt.ArrayLike, ends: npt.ArrayLike, lo: int, hi: int) -> int:
+    """Union of the intervals clipped to the window [lo, hi)."""
+    s = np.clip(np.asarray(starts, dtype=np.int64), lo, hi)
+    e = np.clip(np.asarray(ends, dtype=np.int64), lo, hi)
+    keep = e > s
+    return union_ns(s[keep], e[keep])
