@@ -1,0 +1,136 @@
+"""Renderers: every format draws the same run dict (docs/run-file.md); nothing here re-runs anything.
+
+``emit`` is the one entry point for commands: it picks the format by name or by the output file's extension
+and writes to the console or a file without clobbering what the user had.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from launchprobe.errors import UsageError
+
+FORMATS = ("table", "plain", "markdown", "json", "csv")
+EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown", ".txt": "plain"}
+
+
+def pick_format(fmt: str | None, output: Path | None) -> str:
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        return fmt
+    if output is not None:
+        return EXTENSIONS.get(output.suffix.lower(), "plain")
+    return "table"
+
+
+def build_report(run: dict[str, Any]) -> Any:
+    """The Report for a run of either kind."""
+    if run.get("kind") == "analyze":
+        from launchprobe.render import analyze
+
+        return analyze.build(run)
+    from launchprobe.render import classify
+
+    return classify.build(run)
+
+
+def render_table(run: dict[str, Any], console: Console) -> None:
+    """The terminal report; plain ASCII when the console is not a TTY or NO_COLOR is set."""
+    from launchprobe.render.terminal import print_report
+
+    print_report(build_report(run), console)
+
+
+def render_text(run: dict[str, Any], fmt: str, *, width: int | None = None) -> str:
+    """The run rendered as a string: plain/table (plain text), markdown, json or csv."""
+    if fmt == "json":
+        from launchprobe.runfile import dumps_run
+
+        return dumps_run(run) + "\n"
+    if fmt == "csv":
+        from launchprobe.render.flat import to_csv
+
+        return to_csv(run)
+    if fmt == "markdown":
+        from launchprobe.render.markdown import report_markdown
+
+        return report_markdown(build_report(run))
+    return plain_text(lambda console: render_table(run, console), width=width)
+
+
+def plain_text(draw: Any, *, width: int | None = None) -> str:
+    """Run ``draw(console)`` on a plain console and return what it printed."""
+    from launchprobe.console import PLAIN_WIDTH, make_console
+
+    buffer = io.StringIO()
+    draw(make_console(buffer, plain=True, width=width or PLAIN_WIDTH))
+    return buffer.getvalue()
+
+
+def emit(
+    run: dict[str, Any],
+    *,
+    fmt: str | None,
+    output: Path | None,
+    console: Console | None = None,
+    force: bool = False,
+) -> None:
+    """Render ``run`` to the console or to ``output`` (json: save_run; markdown appends to a file)."""
+    fmt = pick_format(fmt, output)
+    if output is not None:
+        write_output(run, fmt, output, force=force)
+        return
+    if console is None:
+        from launchprobe.console import make_console
+
+        console = make_console(plain=True if fmt == "plain" else None)
+    if fmt in ("table", "plain"):
+        if fmt == "plain" and not _is_plain(console):
+            from launchprobe.console import make_console
+
+            console = make_console(console.file, plain=True, width=console.width)  # type: ignore[arg-type]
+        render_table(run, console)
+    else:
+        console.out(render_text(run, fmt), highlight=False, end="")
+
+
+def _is_plain(console: Console) -> bool:
+    from launchprobe.render.terminal import is_plain
+
+    return is_plain(console)
+
+
+def write_output(run: dict[str, Any], fmt: str, output: Path, *, force: bool = False) -> None:
+    if fmt == "json":
+        from launchprobe.runfile import save_run
+
+        save_run(run, output, force=force)
+        return
+    write_text(render_text(run, fmt), output, append=fmt == "markdown", force=force)
+
+
+def write_text(text: str, output: Path, *, append: bool = False, force: bool = False) -> None:
+    """Write a rendering. ``append`` (markdown) adds to an existing file, e.g. $GITHUB_STEP_SUMMARY; anything
+    else refuses to replace an existing file unless ``force``. A .json or .csv file is never appended to."""
+    from launchprobe.runfile import check_writable
+
+    exists = output.exists()
+    if append and exists and not force and output.suffix.lower() not in (".json", ".csv"):
+        if not output.is_file():
+            raise UsageError(f"cannot append to {output}: not a regular file")
+        try:
+            with output.open("a") as handle:
+                handle.write(("\n" if output.stat().st_size else "") + text)
+        except OSError as exc:
+            raise UsageError(f"cannot append to {output}: {exc.strerror}") from None
+        return
+    check_writable(output, force)
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None

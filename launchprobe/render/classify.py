@@ -1,0 +1,364 @@
+"""The report of a classify run: header, the per-(mode, batch) table, what graphs bought, verdicts and why.
+
+Plan runs (``config.plan``) have no measured fields: they show the cost model and the floors instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from launchprobe.render import common
+from launchprobe.render import values as v
+from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
+
+MODE_ORDER = ("eager", "piecewise", "full")
+VERDICT_RULE = [
+    "launch-bound when the GPU is idle for >= 50% of the step;",
+    "else memory- or compute-bound by the larger of bytes / HBM ceiling and FLOPs / matmul ceiling.",
+]
+
+
+def results(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Result records sorted by batch, then eager, piecewise, full."""
+    raw = run.get("results")
+    records = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
+
+    def key(r: dict[str, Any]) -> tuple[float, int, str]:
+        mode = str(r.get("mode"))
+        order = MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
+        return (v.number(r.get("batch")) or 0.0, order, mode)
+
+    return sorted(records, key=key)
+
+
+def is_plan(run: dict[str, Any]) -> bool:
+    return bool(v.get(run, "config", "plan"))
+
+
+def build(run: dict[str, Any]) -> Report:
+    plan = is_plan(run)
+    report = Report(
+        title="launchprobe classify" + (" --plan (cost model only, nothing measured)" if plan else "")
+    )
+    report.fields = _header(run)
+    report.notices = common.notices(run) + [
+        f"{u.get('mode', '?')} unavailable: {u.get('reason', 'no reason given')}"
+        for u in run.get("unavailable") or []
+        if isinstance(u, dict)
+    ]
+    rows = results(run)
+    if plan:
+        report.blocks.append(_plan_table(rows))
+        return report
+    report.blocks += [_step_table(rows), _cost_table(rows)]
+    speedups = _speedups(run, rows)
+    if speedups is not None:
+        report.blocks.append(speedups)
+    report.blocks.append(Lines("Verdict rule", VERDICT_RULE))
+    reasons = [f"{_key(r)}: {r['verdict_reason']}" for r in rows if r.get("verdict_reason")]
+    if reasons:
+        report.blocks.append(Lines("Why each verdict", reasons))
+    report.blocks += kernel_pass_blocks(rows)
+    return report
+
+
+def _sort_batch(batch: Any) -> float:
+    return v.number(batch) or 0.0
+
+
+def _key(r: dict[str, Any]) -> str:
+    return f"{r.get('mode', '?')} b={v.integer(r.get('batch'))}"
+
+
+def _header(run: dict[str, Any]) -> list[tuple[str, str]]:
+    config = v.mapping(run.get("config"))
+    shape = v.mapping(run.get("shape"))
+    env = run.get("environment")
+    name = shape.get("name") or config.get("shape")
+    dims = ", ".join(
+        f"{label} {v.integer(shape[key])}"
+        for key, label in (("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"), ("vocab", "vocab"))
+        if v.number(shape.get(key)) is not None
+    )
+    if v.number(shape.get("heads")) is not None:
+        dims += f", heads {v.integer(shape.get('heads'))}/{v.integer(shape.get('kv_heads'))} kv"
+    fields = [
+        ("shape", f"{v.text(name)} ({dims})" if dims else v.text(name)),
+        (
+            "workload",
+            f"batches {v.text(config.get('batches'))}, context {v.integer(config.get('context'))}, "
+            f"{v.text(config.get('dtype'))}, modes {v.text(config.get('modes'))}",
+        ),
+    ]
+    if not is_plan(run):
+        fields.append(
+            (
+                "steps",
+                f"{v.integer(config.get('steps'))} timed, {v.integer(config.get('warmup_steps'))} warm-up",
+            )
+        )
+    fields += [
+        ("device", common.device_text(env)),
+        ("software", common.software_text(env)),
+        ("ceilings", ceilings_text(run.get("ceilings"))),
+        ("memory", _memory_text(run.get("memory"), shape)),
+        ("made", common.made_text(run)),
+    ]
+    return fields
+
+
+def ceilings_text(ceilings: Any) -> str:
+    if not isinstance(ceilings, dict) or not ceilings:
+        return v.MISSING
+    text = (
+        f"HBM {v.fixed(ceilings.get('hbm_read_bytes_per_s'), 2, 1e-12)} TB/s, "
+        f"matmul {v.sig(ceilings.get('matmul_flops_per_s'), 1e-12)} TFLOP/s, "
+        f"launch {v.sig(ceilings.get('launch_host_ns'), 1e-3)} us, "
+        f"graph node {v.sig(ceilings.get('graph_node_ns'), 1e-3)} us"
+    )
+    source = v.text(ceilings.get("source"))
+    if ceilings.get("measured_at"):
+        source += f" {ceilings['measured_at']}"
+    return f"{text} ({source})"
+
+
+def _memory_text(memory: Any, shape: dict[str, Any]) -> str:
+    if not isinstance(memory, dict) or not memory:
+        return v.MISSING
+    text = f"weights {v.size(memory.get('weight_bytes'))}"
+    distinct, layers = memory.get("distinct_layers"), shape.get("layers")
+    n_distinct, n_layers = v.number(distinct), v.number(layers)
+    if n_distinct is not None and n_layers is not None and n_distinct < n_layers:
+        text += f" ({v.integer(distinct)} distinct layers cycled over {v.integer(layers)})"
+    return text + f", KV cache {v.size(memory.get('kv_cache_bytes'))}"
+
+
+def _step_table(rows: list[dict[str, Any]]) -> Table:
+    body = [
+        [
+            v.text(r.get("mode")),
+            v.integer(r.get("batch")),
+            v.fixed(r.get("step_ms_median"), 3),
+            v.fixed(r.get("step_ms_p90"), 3),
+            v.integer(r.get("tokens_per_s")),
+            v.integer(r.get("kernels_per_step")),
+            v.percent(r.get("idle_fraction")),
+            v.fixed(r.get("achieved_bandwidth_bytes_per_s"), 2, 1e-12),
+            v.percent(r.get("achieved_bandwidth_fraction")),
+            v.sig(r.get("achieved_flops_per_s"), 1e-12),
+            v.percent(r.get("achieved_flops_fraction")),
+            v.text(r.get("verdict")),
+        ]
+        for r in rows
+    ]
+    columns = [
+        "mode", "batch", "ms/step\nmedian", "ms/step\np90", "tokens/s", "kernels\n/step", "GPU\nidle",
+        "TB/s", "% of\nHBM", "TFLOP/s", "% of\nmatmul", "verdict",
+    ]  # fmt: skip
+    return Table(title="Decode step", columns=columns, rows=body, align="lrrrrrrrrrrl")
+
+
+def _cost_table(rows: list[dict[str, Any]]) -> Table:
+    body = []
+    for r in rows:
+        samples = r.get("step_ms_samples")
+        median = v.number(r.get("step_ms_median"))
+        iqr = v.number(r.get("step_ms_iqr"))
+        noise = v.percent(iqr / median, 1) if iqr is not None and median else v.MISSING
+        body.append(
+            [
+                v.text(r.get("mode")),
+                v.integer(r.get("batch")),
+                v.integer(len(samples)) if isinstance(samples, list) else v.MISSING,
+                noise,
+                v.fixed(r.get("memory_floor_ms"), 3),
+                v.fixed(r.get("compute_floor_ms"), 3),
+                v.fixed(r.get("launch_floor_ms"), 3),
+                v.integer(r.get("bucket")),
+                v.percent(r.get("padding_fraction"), 1),
+                v.fixed(r.get("capture_s"), 3),
+                v.fixed(r.get("capture_bytes"), 1, 1 / 2**20),
+            ]
+        )
+    columns = [
+        "mode", "batch", "steps", "noise\nIQR/med", "memory\nfloor ms", "compute\nfloor ms",
+        "launch\nfloor ms", "bucket", "padding", "capture\ns", "capture\nMiB",
+    ]  # fmt: skip
+    note = "floors: the step time if only bytes, FLOPs or launches counted; capture: this bucket's graphs"
+    return Table(title="Noise, floors and graph cost", columns=columns, rows=body, note=note)
+
+
+def _speedups(run: dict[str, Any], rows: list[dict[str, Any]]) -> Table | None:
+    raw = run.get("speedups")
+    records = [s for s in raw if isinstance(s, dict)] if isinstance(raw, list) else []
+    if not records:  # derive them when a run file lacks the list
+        by_key = {(r.get("mode"), r.get("batch")): v.number(r.get("step_ms_median")) for r in rows}
+        for batch in sorted({r.get("batch") for r in rows}, key=lambda b: v.number(b) or 0):
+            eager = by_key.get(("eager", batch))
+            entry: dict[str, Any] = {"batch": batch}
+            for mode in ("piecewise", "full"):
+                other = by_key.get((mode, batch))
+                entry[f"{mode}_vs_eager"] = eager / other if eager and other else None
+            records.append(entry)
+    if not any(
+        v.number(s.get(k)) is not None for s in records for k in ("full_vs_eager", "piecewise_vs_eager")
+    ):
+        return None
+    body = [
+        [v.integer(s.get("batch")), v.ratio(s.get("full_vs_eager")), v.ratio(s.get("piecewise_vs_eager"))]
+        for s in records
+    ]
+    return Table(
+        title="What graphs bought (eager step time / graph step time)",
+        columns=["batch", "full vs eager", "piecewise vs eager"],
+        rows=body,
+        align="r",
+    )
+
+
+def _plan_table(rows: list[dict[str, Any]]) -> Table:
+    body = []
+    for r in rows:
+        floors = {k: v.number(r.get(f"{k}_floor_ms")) for k in ("memory", "compute", "launch")}
+        known = {k: x for k, x in floors.items() if x is not None}
+        largest = max(known, key=lambda k: known[k]) if known else None
+        body.append(
+            [
+                v.text(r.get("mode")),
+                v.integer(r.get("batch")),
+                v.integer(r.get("bucket")),
+                v.fixed(r.get("bytes_per_step"), 1, 1e-6),
+                v.fixed(r.get("flops_per_step"), 1, 1e-9),
+                v.integer(r.get("kernels_expected")),
+                v.fixed(floors["memory"], 3),
+                v.fixed(floors["compute"], 3),
+                v.fixed(floors["launch"], 3),
+                f"{largest}" if largest else v.MISSING,
+            ]
+        )
+    columns = [
+        "mode", "batch", "bucket", "MB/step", "GFLOP\n/step", "kernels\nexpected", "memory\nfloor ms",
+        "compute\nfloor ms", "launch\nfloor ms", "largest\nfloor",
+    ]  # fmt: skip
+    note = "floors against the ceilings above: bytes / HBM, FLOPs / matmul, kernels x launch cost"
+    return Table(
+        title="Plan: cost model and floors per step",
+        columns=columns,
+        rows=body,
+        align="lrrrrrrrrl",
+        note=note,
+    )
+
+
+# --- the per-kernel pass ---
+
+
+def kernel_pass_blocks(rows: list[dict[str, Any]]) -> list[Block]:
+    blocks: list[Block] = []
+    passes = [(r, r["kernel_pass"]) for r in rows if isinstance(r.get("kernel_pass"), dict)]
+    for r, kp in passes:
+        table = _ops_table(r, kp)
+        if table is not None:
+            blocks.append(table)
+        blocks.append(Lines("", _kernel_pass_lines(kp)))
+    for batch in sorted({r.get("batch") for r, _ in passes}, key=lambda b: v.number(b) or 0):
+        strips = timeline_strips([(r, kp) for r, kp in passes if r.get("batch") == batch])
+        if strips is not None:
+            strips.title = f"One step along time, batch {v.integer(batch)}"
+            blocks.append(strips)
+    return blocks
+
+
+def _ops_table(r: dict[str, Any], kp: dict[str, Any]) -> Table | None:
+    ops = [o for o in kp.get("ops") or [] if isinstance(o, dict)]
+    if not ops:
+        return None
+    body = [
+        [
+            v.text(o.get("op")),
+            v.integer(o.get("count")),
+            v.sig(o.get("duration_ns_median"), 1e-3),
+            v.sig(o.get("gap_ns_median"), 1e-3),
+            v.percent(o.get("share_of_step"), 1),
+        ]
+        for o in ops
+    ]
+    return Table(
+        title=f"Per-kernel pass: {v.text(r.get('mode'))}, batch {v.integer(r.get('batch'))}",
+        columns=["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep"],
+        rows=body,
+    )
+
+
+def _kernel_pass_lines(kp: dict[str, Any]) -> list[str]:
+    gaps = v.mapping(kp.get("gaps"))
+    gap_line = "gaps before kernels: " + ", ".join(
+        f"{label} {v.sig(gaps.get(key), 1e-3)} us"
+        for key, label in (("p50_ns", "p50"), ("p90_ns", "p90"), ("p99_ns", "p99"), ("max_ns", "max"))
+    )
+    gap_line += f", total {v.fixed(gaps.get('total_ns'), 3, 1e-6)} ms per step"
+    cost = (
+        f"instrumentation: {v.fixed(kp.get('instrumented_step_ms'), 3)} ms per step with events around "
+        f"every kernel vs {v.fixed(kp.get('clean_step_ms'), 3)} ms clean"
+    )
+    overhead = v.number(kp.get("overhead_fraction"))
+    if overhead is not None:
+        cost += f" (+{overhead * 100:.0f}%)"
+    if v.number(kp.get("event_cost_ns")) is not None:
+        cost += f"; event cost {v.sig(kp['event_cost_ns'], 1e-3)} us"
+    corrected = any(
+        isinstance(k, dict) and k.get("gap_corrected_ns") is not None for k in kp.get("kernels") or []
+    )
+    if corrected:
+        cost += "; corrected gaps subtract it"
+    return [gap_line, cost]
+
+
+def _busy_intervals(kernels: Any) -> list[tuple[int, int]]:
+    spans = sorted(
+        (int(k["start_ns"]), int(k["end_ns"]))
+        for k in kernels or []
+        if isinstance(k, dict)
+        and v.number(k.get("start_ns")) is not None
+        and v.number(k.get("end_ns")) is not None
+    )
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def step_span_ns(kp: dict[str, Any]) -> int:
+    """The instrumented step's length: its measured time, or the last kernel's end if that is later."""
+    busy = _busy_intervals(kp.get("kernels"))
+    step = v.number(kp.get("instrumented_step_ms"))
+    end = busy[-1][1] if busy else 0
+    return max(end, round(step * 1e6) if step else 0)
+
+
+def timeline_strips(passes: list[tuple[dict[str, Any], dict[str, Any]]]) -> Strips | None:
+    """Strips of one instrumented step per mode, on one time scale so a shorter step draws shorter."""
+    spans = [(r, _busy_intervals(kp.get("kernels")), step_span_ns(kp)) for r, kp in passes]
+    spans = [s for s in spans if s[1] and s[2] > 0]
+    if not spans:
+        return None
+    scale = max(span for _, _, span in spans)
+    strips = []
+    for r, busy, span in spans:
+        busy_ns = sum(end - start for start, end in busy)
+        strips.append(
+            Strip(
+                label=v.text(r.get("mode")),
+                busy=[(start / scale, end / scale) for start, end in busy],
+                length=span / scale,
+                caption=f"{span / 1e6:.2f} ms, {busy_ns / span:.0%} busy",
+            )
+        )
+    return Strips(
+        title="One step along time",
+        strips=strips,
+        note="busy: union of kernels in the instrumented pass (events around every kernel slow the host)",
+    )

@@ -1,0 +1,94 @@
+"""Draw a Report on a rich Console: tables with box-drawing on a terminal, ASCII on a plain console.
+
+A console is plain when it has no colour system (not a TTY) or NO_COLOR is set (see launchprobe.console).
+Plain tables are never squeezed to the console width: a log keeps one line per row.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from launchprobe.render.model import Lines, Report, Strips, Table
+from launchprobe.render.values import MISSING, MISSING_PLAIN
+
+ASCII_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+STRIP_MAX = 100  # cells in a timeline strip
+
+
+def is_plain(console: Console) -> bool:
+    return console.color_system is None or console.no_color
+
+
+def print_report(report: Report, console: Console) -> None:
+    plain = is_plain(console)
+    console.print(Text(report.title, style="bold"))
+    if report.fields:
+        grid = RichTable.grid(padding=(0, 2))
+        grid.add_column(style="dim" if not plain else "", no_wrap=True)
+        grid.add_column()
+        for name, value in report.fields:
+            grid.add_row(name, _cell(value, plain))
+        console.print(grid)
+    for notice in report.notices:
+        console.print(Text(f"! {notice}", style="yellow"))
+    for block in report.blocks:
+        console.print()
+        if isinstance(block, Table):
+            _print_table(block, console, plain)
+        elif isinstance(block, Lines):
+            _print_lines(block, console)
+        elif isinstance(block, Strips):
+            _print_strips(block, console, plain)
+
+
+def _cell(value: str, plain: bool) -> str:
+    return value.replace(MISSING, MISSING_PLAIN) if plain else value
+
+
+def _print_table(block: Table, console: Console, plain: bool) -> None:
+    console.print(Text(block.title, style="bold"))
+    table = RichTable(
+        box=ASCII_HEAD if plain else box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        header_style="" if plain else "bold",
+    )
+    for name, align in zip(block.columns, block.alignments(), strict=True):
+        left = align == "l"
+        table.add_column(name, justify="left" if left else "right", no_wrap=not left or plain)
+    for row in block.rows:
+        table.add_row(*(_cell(value, plain) for value in row))
+    if plain:
+        # Never wrap a table in a log: widen the render past the console width when it needs more.
+        needed = console.measure(table, options=console.options.update(width=10_000)).maximum
+        console.print(table, width=max(console.width, needed), crop=False)
+    else:
+        console.print(table)
+    if block.note:
+        console.print(Text(block.note, style="dim"))
+
+
+def _print_lines(block: Lines, console: Console) -> None:
+    if block.title:
+        console.print(Text(block.title, style="bold"))
+    for line in block.lines:
+        console.print(Text(f"  {line}"))
+
+
+def _print_strips(block: Strips, console: Console, plain: bool) -> None:
+    console.print(Text(block.title, style="bold"))
+    busy_char, idle_char = ("#", ".") if plain else ("█", "·")
+    label_width = max((len(s.label) for s in block.strips), default=0)
+    caption_width = max((len(s.caption) for s in block.strips), default=0)
+    width = max(20, min(STRIP_MAX, console.width - label_width - caption_width - 6))
+    for strip in block.strips:
+        cells = "".join(busy_char if busy else idle_char for busy in strip.cells(width))
+        line = Text(f"  {strip.label:<{label_width}} |")
+        line.append(cells, style="" if plain else "green")
+        line.append(f"|{' ' * (width - len(cells))} {strip.caption}")
+        console.print(line, crop=False, overflow="ignore", no_wrap=True)
+    if block.note:
+        console.print(Text(block.note, style="dim"))
