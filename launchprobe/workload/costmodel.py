@@ -96,7 +96,12 @@ def layer_op_costs(shape: Shape, batch: int, context: int, elem: int, layer: int
         op("qkv", weights=h * qkv, act=b * h + b * qkv, flops=2 * b * h * qkv),
         op("rotary", act=2 * b * (q + kv)),
         op("kv_write", kv_cache=2 * b * kv, act=2 * b * kv),
-        op("attention", kv_cache=2 * b * context * kv, act=2 * b * q, flops=4 * b * shape.heads * context * shape.head_dim),
+        op(
+            "attention",
+            kv_cache=2 * b * context * kv,
+            act=2 * b * q,
+            flops=4 * b * shape.heads * context * shape.head_dim,
+        ),
         op("o_proj", weights=q * h, act=b * q + b * h, flops=2 * b * q * h),
         op("mlp_norm", weights=h, act=4 * b * h),
         op("gate_up", weights=h * 2 * f, act=b * h + b * 2 * f, flops=2 * b * h * 2 * f),

@@ -51,7 +51,9 @@ class Shape:
             if getattr(self, name) < 1:
                 raise UsageError(f"shape {self.name}: {name} must be a positive integer")
         if self.heads % self.kv_heads:
-            raise UsageError(f"shape {self.name}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+            raise UsageError(
+                f"shape {self.name}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
+            )
         if self.head_dim % 2:
             raise UsageError(f"shape {self.name}: head_dim must be even for rotary embeddings")
         return self

@@ -1,0 +1,462 @@
+"""The classify job: run the synthetic decode loop per (mode, batch), measure it and build the run dict."""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from typing import Any
+
+from launchprobe import environment
+from launchprobe.analysis.verdict import RULE, classify_step
+from launchprobe.errors import MissingToolError, UsageError
+from launchprobe.measure.ceilings import Ceilings
+from launchprobe.measure.samples import Samples
+from launchprobe.progress import Progress
+from launchprobe.runfile import new_run
+from launchprobe.workload import costmodel
+from launchprobe.workload.modes import (
+    GRAPH_MODES,
+    MODES,
+    bucket_for,
+    capture_sizes_for,
+    padding_fraction,
+)
+from launchprobe.workload.shape import Shape
+
+DEFAULT_GPU_SHAPE = "llama-3-8b"
+DEFAULT_CPU_SHAPE = "tiny"
+DEFAULT_GPU_BATCHES = (1, 8, 64, 256)
+DEFAULT_CPU_BATCHES = (1, 8)
+GIB = 1 << 30
+
+
+@dataclass
+class ClassifyConfig:
+    shape: Shape
+    batches: list[int]
+    context: int = 1024
+    modes: list[str] = field(default_factory=lambda: list(MODES))
+    dtype: str = "bf16"
+    warmup: int = 10
+    steps: int = 50
+    device: str = "cuda"
+    capture_sizes: list[int] | None = None  # None: vLLM's list
+    ceilings: str = "measured"
+    remeasure_ceilings: bool = False
+    profile_steps: int = 5
+    plan: bool = False
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def validate(self) -> None:
+        if not self.batches or min(self.batches) < 1:
+            raise UsageError("batch sizes must be positive integers")
+        if self.context < 1:
+            raise UsageError("--context must be at least 1")
+        if self.steps < 3:
+            raise UsageError("--steps must be at least 3 for a median and spread")
+        if self.warmup < 0:
+            raise UsageError("--warmup must be 0 or more")
+        unknown = [m for m in self.modes if m not in MODES]
+        if unknown:
+            raise UsageError(f"unknown mode(s) {', '.join(unknown)}; modes: {', '.join(MODES)}")
+        if self.dtype not in ("bf16", "fp16"):
+            raise UsageError(f"--dtype {self.dtype}: expected bf16 or fp16")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape.name,
+            "batches": self.batches,
+            "context": self.context,
+            "modes": self.modes,
+            "dtype": self.dtype,
+            "warmup_steps": self.warmup,
+            "steps": self.steps,
+            "capture_sizes": self.graph_capture_sizes(),
+            "device": self.device,
+            "ceilings": self.ceilings,
+            "profile_steps": self.profile_steps,
+            "plan": self.plan,
+        }
+
+    def graph_capture_sizes(self) -> list[int] | None:
+        if not any(mode in GRAPH_MODES for mode in self.modes):
+            return None
+        return capture_sizes_for(self.batches, self.capture_sizes)
+
+    def bucket(self, mode: str, batch: int) -> int:
+        if mode not in GRAPH_MODES:
+            return batch
+        sizes = self.graph_capture_sizes()
+        assert sizes is not None
+        return bucket_for(batch, sizes)
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` picks CUDA when torch sees a GPU; asking for CUDA without one is an error."""
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise MissingToolError(f"--device {requested}: torch {torch.__version__} sees no CUDA GPU on this machine")
+    if requested not in ("cpu", "cuda") and not requested.startswith("cuda:"):
+        raise UsageError(f"--device {requested}: expected auto, cuda, cuda:N or cpu")
+    return requested
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Records
+
+
+def cost_fields(
+    config: ClassifyConfig, mode: str, batch: int, ceilings: Ceilings | None, kernels: int
+) -> dict[str, Any]:
+    """The fields a record has before anything runs: cost model, bucket, padding, floors."""
+    cost = costmodel.step_cost(config.shape, batch, config.context, config.dtype)
+    bucket = config.bucket(mode, batch)
+    record: dict[str, Any] = {
+        "mode": mode,
+        "batch": batch,
+        "bucket": bucket,
+        "padding_fraction": padding_fraction(batch, bucket),
+        "bytes_per_step": cost.bytes,
+        "weight_bytes_per_step": cost.weight_bytes,
+        "kv_bytes_per_step": cost.kv_bytes,
+        "flops_per_step": cost.flops,
+        "kernels_expected": kernels,
+        "memory_floor_ms": None,
+        "compute_floor_ms": None,
+        "launch_floor_ms": None,
+    }
+    if ceilings is not None:
+        record["memory_floor_ms"] = cost.bytes / ceilings.hbm_read_bytes_per_s * 1e3
+        record["compute_floor_ms"] = cost.flops / ceilings.matmul_flops_per_s * 1e3
+        record["launch_floor_ms"] = launch_floor_ms(config, mode, kernels, ceilings)
+    return record
+
+
+def launch_floor_ms(config: ClassifyConfig, mode: str, kernels: int, ceilings: Ceilings) -> float | None:
+    """Host launch cost per step (eager), node cost per step (graphs), or the mix (piecewise)."""
+    launch_ns, node_ns = ceilings.launch_host_ns, ceilings.graph_node_ns
+    if launch_ns is None or (mode != "eager" and node_ns is None):
+        return None
+    layers = config.shape.layers
+    attention_kernels = kernels - (costmodel.logical_ops_per_step(config.shape) - 2 * layers)  # kv_write+attention
+    if mode == "eager":
+        return kernels * launch_ns / 1e6
+    assert node_ns is not None
+    if mode == "full":
+        return (launch_ns + kernels * node_ns) / 1e6
+    graphs = layers + 1
+    graphed_nodes = kernels - attention_kernels
+    return ((graphs + attention_kernels) * launch_ns + graphed_nodes * node_ns) / 1e6
+
+
+def measured_fields(
+    record: dict[str, Any],
+    samples: Samples,
+    ceilings: Ceilings,
+    *,
+    busy_ms: float | None,
+    kernels_per_step: float | None,
+    capture: tuple[float | None, int | None],
+    cuda: bool,
+) -> dict[str, Any]:
+    median = samples.median
+    step_s = median / 1e3
+    idle_fraction = None if busy_ms is None else max(0.0, 1.0 - busy_ms / median)
+    bandwidth = record["bytes_per_step"] / step_s
+    flops = record["flops_per_step"] / step_s
+    if cuda:
+        verdict = classify_step(
+            step_ms=median,
+            idle_fraction=idle_fraction,
+            memory_floor_ms=record["memory_floor_ms"],
+            compute_floor_ms=record["compute_floor_ms"],
+        )
+    else:
+        # No separate device on the CPU path: estimate the framework's dispatch share instead of GPU idle.
+        dispatch = min(1.0, record["kernels_expected"] * (ceilings.launch_host_ns or 0.0) / 1e6 / median)
+        verdict = classify_step(
+            step_ms=median,
+            idle_fraction=dispatch,
+            memory_floor_ms=record["memory_floor_ms"],
+            compute_floor_ms=record["compute_floor_ms"],
+            idle_note="CPU path, estimated op-dispatch overhead",
+        )
+    return {
+        "step_ms_median": median,
+        "step_ms_p90": samples.p90,
+        "step_ms_iqr": samples.iqr,
+        "step_ms_samples": list(samples.values),
+        "tokens_per_s": record["batch"] / step_s,
+        "kernels_per_step": kernels_per_step,
+        "gpu_busy_ms": busy_ms,
+        "idle_fraction": idle_fraction,
+        "achieved_bandwidth_bytes_per_s": bandwidth,
+        "achieved_bandwidth_fraction": bandwidth / ceilings.hbm_read_bytes_per_s,
+        "achieved_flops_per_s": flops,
+        "achieved_flops_fraction": flops / ceilings.matmul_flops_per_s,
+        "busy_bandwidth_fraction": None
+        if not busy_ms
+        else record["bytes_per_step"] / (busy_ms / 1e3) / ceilings.hbm_read_bytes_per_s,
+        "verdict": verdict.verdict,
+        "verdict_reason": verdict.reason,
+        "capture_s": capture[0],
+        "capture_bytes": capture[1],
+    }
+
+
+def speedups(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_key = {(r["mode"], r["batch"]): r.get("step_ms_median") for r in results}
+    rows = []
+    for batch in sorted({r["batch"] for r in results}):
+        eager = by_key.get(("eager", batch))
+
+        def ratio(mode: str, eager: float | None = eager, batch: int = batch) -> float | None:
+            other = by_key.get((mode, batch))
+            return eager / other if eager and other else None
+
+        rows.append({"batch": batch, "piecewise_vs_eager": ratio("piecewise"), "full_vs_eager": ratio("full")})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The run
+
+
+def plan_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings | None) -> dict[str, Any]:
+    """--plan: the cost model and floors, nothing run."""
+    from launchprobe.workload.model import kernels_per_step
+
+    shape = config.shape
+    max_bucket = max(config.bucket(m, b) for m in config.modes for b in config.batches)
+    run = _new_classify_run(config, env, ceilings)
+    run["memory"] = {
+        "weight_bytes": costmodel.weight_memory_bytes(shape, config.dtype),
+        "distinct_layers": shape.layers,
+        "kv_cache_bytes": costmodel.kv_cache_bytes(shape, max_bucket, config.context, config.dtype),
+    }
+    sm_count = env.get("sm_count") or 132
+    for mode in config.modes:
+        for batch in config.batches:
+            kernels = kernels_per_step(shape, config.bucket(mode, batch), config.context, sm_count)
+            run["results"].append(cost_fields(config, mode, batch, ceilings, kernels))
+    if ceilings is None:
+        run["notices"].append("no ceilings at hand (no cached measurement, no known GPU): floors are omitted")
+    return run
+
+
+def _new_classify_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings | None) -> dict[str, Any]:
+    return new_run(
+        "classify",
+        environment=env,
+        config=config.to_dict(),
+        shape=config.shape.to_dict(),
+        ceilings=None if ceilings is None else ceilings.to_dict(),
+        memory=None,
+        results=[],
+        unavailable=[],
+        speedups=[],
+        rule=RULE,
+        notices=list(config.notices),
+    )
+
+
+def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings, progress: Progress) -> dict[str, Any]:
+    """Build the model once, then measure every (mode, batch); graph modes capture their buckets first."""
+    import torch
+
+    from launchprobe.measure.cupti import profile_gpu_activity
+    from launchprobe.measure.timing import time_steps_cpu, time_steps_cuda, warm_up
+    from launchprobe.workload.model import DecodeModel, plan_memory
+    from launchprobe.workload.modes import prepare
+
+    run = _new_classify_run(config, env, ceilings)
+    modes = [m for m in config.modes if config.cuda or m not in GRAPH_MODES]
+    for mode in config.modes:
+        if mode not in modes:
+            run["unavailable"].append(
+                {"mode": mode, "reason": "CUDA graphs need a CUDA GPU; the CPU path runs eager only"}
+            )
+    buckets = {(m, b): config.bucket(m, b) for m in modes for b in config.batches}
+    max_bucket = max(buckets.values())
+
+    if config.cuda:
+        free, _ = torch.cuda.mem_get_info()
+        l2 = env.get("l2_bytes") or 50 << 20
+        headroom = max(2 * GIB, free // 50)
+    else:
+        free, l2, headroom = 1 << 62, environment.cpu_cache_bytes(), 0
+    memory = plan_memory(config.shape, max_bucket, config.context, config.dtype, free, l2, headroom)
+    run["memory"] = {
+        "weight_bytes": memory.weight_bytes,
+        "distinct_layers": memory.distinct_layers,
+        "kv_cache_bytes": memory.kv_cache_bytes,
+        "activation_bytes": memory.activation_bytes,
+    }
+    if memory.cycled(config.shape):
+        run["notices"].append(
+            f"weights cycled: {memory.distinct_layers} distinct layers of "
+            f"{costmodel.layer_weight_bytes(config.shape, config.dtype) / GIB:.2f} GiB serve all "
+            f"{config.shape.layers} layers (full weights need "
+            f"{costmodel.weight_memory_bytes(config.shape, config.dtype) / GIB:.0f} GiB); each layer is over 4x the L2 "
+            f"cache, so HBM traffic per step is that of {config.shape.layers} distinct layers"
+        )
+
+    progress.status(
+        f"allocating {memory.weight_bytes / GIB:.1f} GiB of weights, {memory.kv_cache_bytes / GIB:.1f} GiB KV cache"
+    )
+    model = DecodeModel(
+        config.shape,
+        context=config.context,
+        dtype=config.dtype,
+        device=config.device,
+        max_bucket=max_bucket,
+        plan=memory,
+    )
+    progress.start(len(modes) * len(config.batches))
+    for mode in modes:
+        runners: dict[int, Any] = {}
+        pool = torch.cuda.graph_pool_handle() if mode in GRAPH_MODES else None
+        for bucket in sorted({buckets[(mode, b)] for b in config.batches}, reverse=True):
+            if mode in GRAPH_MODES:
+                progress.status(f"{mode}: capturing bucket {bucket}")
+            runners[bucket] = prepare(mode, bucket, model.step(bucket), pool)
+        for batch in config.batches:
+            bucket = buckets[(mode, batch)]
+            runner = runners[bucket]
+            label = f"{mode} batch {batch}" + (f" (bucket {bucket})" if bucket != batch else "")
+            record = cost_fields(
+                config, mode, batch, ceilings, model.kernels_expected(bucket, env.get("sm_count") or 0)
+            )
+            progress.status(f"{label}: warm-up {config.warmup} steps")
+            warm_up(runner.run, config.warmup, config.cuda)
+            progress.status(f"{label}: timing {config.steps} steps")
+            if config.cuda:
+                samples = Samples.of(time_steps_cuda(runner.run, config.steps))
+                progress.status(f"{label}: CUPTI pass, {config.profile_steps} steps")
+                activity = profile_gpu_activity(runner.run, config.profile_steps)
+                busy, kernels = activity.busy_ms_per_step, activity.kernels_per_step
+            else:
+                samples = Samples.of(time_steps_cpu(runner.run, config.steps))
+                busy, kernels = None, None
+            record.update(
+                measured_fields(
+                    record,
+                    samples,
+                    ceilings,
+                    busy_ms=busy,
+                    kernels_per_step=kernels,
+                    capture=(runner.capture_s, runner.capture_bytes),
+                    cuda=config.cuda,
+                )
+            )
+            run["results"].append(record)
+            progress.advance(f"{label}: {samples.median:.3f} ms/step, {record['verdict']}")
+        del runners
+        gc.collect()
+    run["speedups"] = speedups(run["results"])
+    if not config.cuda:
+        run["notices"].append("CPU path: step times are wall-clock; kernels and GPU idle are not observable")
+    return run
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# From command-line options
+
+
+def build_config(
+    *,
+    shape_spec: str | None,
+    overrides: dict[str, Any],
+    batches: list[int] | None,
+    context: int,
+    modes: list[str] | None,
+    dtype: str,
+    device: str,
+    capture_sizes: list[int] | None,
+    ceilings_source: str,
+    warmup: int = 10,
+    steps: int = 50,
+    plan: bool = False,
+) -> ClassifyConfig:
+    """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager."""
+    from launchprobe.workload.shape import load_shape
+
+    cuda = device.startswith("cuda") or plan  # a plan is of the GPU workload, wherever it is printed
+    notices = []
+    if not cuda:
+        notices.append(
+            "CPU path: no CUDA GPU, so this runs the decode step in plain torch on the CPU, eager only, with "
+            "wall-clock timing" + ("" if shape_spec else f" (shape {DEFAULT_CPU_SHAPE})")
+        )
+    shape = load_shape(shape_spec or (DEFAULT_GPU_SHAPE if cuda else DEFAULT_CPU_SHAPE), overrides)
+    config = ClassifyConfig(
+        shape=shape,
+        batches=list(dict.fromkeys(batches or (DEFAULT_GPU_BATCHES if cuda else DEFAULT_CPU_BATCHES))),
+        context=context,
+        modes=modes or (list(MODES) if cuda else ["eager"]),
+        dtype=dtype,
+        warmup=warmup,
+        steps=steps,
+        device=device,
+        capture_sizes=capture_sizes,
+        ceilings=ceilings_source,
+        plan=plan,
+        notices=notices,
+    )
+    config.validate()
+    config.graph_capture_sizes()  # fails early on a batch above the largest capture size
+    return config
+
+
+def device_for_plan(requested: str) -> str:
+    """--plan never needs a GPU; it uses one's name and cached ceilings when there is one."""
+    try:
+        return resolve_device(requested)
+    except MissingToolError:
+        return "cpu"
+
+
+def plan_from_options(*, ceilings_source: str, **options: Any) -> dict[str, Any]:
+    from launchprobe.measure.ceilings import DATASHEET, cache_key, datasheet_ceilings, load_cached
+
+    device = device_for_plan(options.pop("device"))
+    config = build_config(device="cuda", ceilings_source=ceilings_source, plan=True, **options)
+    env = environment.describe(device)
+    ceilings = None
+    if env["gpu"]:
+        if ceilings_source == "measured":
+            ceilings = load_cached(cache_key(env["gpu"], env["torch"], config.dtype))
+        if ceilings is None and env["gpu"] in DATASHEET:
+            ceilings = datasheet_ceilings(env["gpu"], None)
+    return plan_run(config, env, ceilings)
+
+
+def classify_from_options(*, remeasure: bool, progress: bool, ceilings_source: str, **options: Any) -> dict[str, Any]:
+    from launchprobe.measure.ceilings import get_ceilings
+
+    device = resolve_device(options.pop("device"))
+    config = build_config(device=device, ceilings_source=ceilings_source, **options)
+    env = environment.describe(device)
+    with Progress(enabled=progress) as bar:
+        if config.cuda:
+            import torch
+
+            torch.cuda.set_device(torch.device(device))
+        bar.status("ceilings: " + ("measuring (cached afterwards)" if remeasure else "loading or measuring"))
+        ceilings = get_ceilings(
+            device=device,
+            device_name=env["gpu"] or f"cpu {env['platform']}",
+            torch_version=env["torch"],
+            dtype=config.dtype,
+            l2_bytes=env["l2_bytes"] or environment.cpu_cache_bytes(),
+            source=ceilings_source,
+            remeasure=remeasure,
+        )
+        return measure_run(config, env, ceilings, bar)

@@ -1,0 +1,188 @@
+"""`launchprobe classify`: options in, run dict out, rendered. The work is in launchprobe.classify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from launchprobe.errors import UsageError
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    values = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise UsageError(f"{option} {text!r}: {part!r} is not an integer") from None
+        if value < 1:
+            raise UsageError(f"{option} {text!r}: values must be positive")
+        values.append(value)
+    if not values:
+        raise UsageError(f"{option}: give at least one value, e.g. {option} 1,8,64")
+    return values
+
+
+def parse_modes(values: tuple[str, ...]) -> list[str] | None:
+    from launchprobe.workload.modes import MODES
+
+    if not values:
+        return None
+    modes = [m for v in values for m in v.replace(" ", "").split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise UsageError(f"--mode: unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    return list(dict.fromkeys(modes))
+
+
+EPILOG = """\b
+Examples:
+  launchprobe classify                                   # llama-3-8b, batches 1,8,64,256, all modes
+  launchprobe classify --shape llama-3-70b --batch 1 --mode full
+  launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128
+  launchprobe classify --shape my-model.toml --set layers=4 --set hidden=2048
+  launchprobe classify --plan --shape llama-3-70b --batch 1,64
+  launchprobe classify --kernels --batch 1,64 --plot plots/     # per-kernel gaps, timeline PNGs
+  launchprobe classify --format json > run.json
+  launchprobe classify --output run.json                  # save the run; re-render with `launchprobe report`
+"""
+
+
+@click.command(epilog=EPILOG, context_settings={"max_content_width": 110})
+@click.option(
+    "--shape",
+    "shape_spec",
+    metavar="NAME|FILE",
+    help="Preset (tiny, llama-3.2-1b, llama-3-8b, llama-3-70b) or a TOML file. "
+    "Default: llama-3-8b on a GPU, tiny on the CPU path.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Override one shape field, e.g. --set layers=4 (repeatable).",
+)
+@click.option(
+    "--batch",
+    "-b",
+    "batch_text",
+    metavar="N[,N...]",
+    help="Batch sizes (sequences per decode step). Default: 1,8,64,256 on a GPU, 1,8 on the CPU.",
+)
+@click.option(
+    "--context", default=1024, show_default=True, type=int, help="KV-cache entries each sequence attends per step."
+)
+@click.option(
+    "--mode",
+    "-m",
+    "mode_values",
+    multiple=True,
+    metavar="MODE[,MODE...]",
+    help="eager, piecewise, full (default: all three on a GPU, eager on the CPU).",
+)
+@click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
+@click.option("--warmup", default=10, show_default=True, type=int, help="Warm-up steps per (mode, batch).")
+@click.option("--steps", default=50, show_default=True, type=int, help="Measured steps per (mode, batch).")
+@click.option("--device", default="auto", show_default=True, help="auto, cuda, cuda:N or cpu.")
+@click.option(
+    "--capture-sizes",
+    "capture_text",
+    metavar="N[,N...]|vllm",
+    default="vllm",
+    show_default=True,
+    help="CUDA-graph capture sizes; a batch is padded up to the next one.",
+)
+@click.option(
+    "--ceilings",
+    "ceilings_source",
+    type=click.Choice(["measured", "datasheet"]),
+    default="measured",
+    show_default=True,
+    help="Ceilings for the verdicts: measured on this GPU (cached) or datasheet.",
+)
+@click.option("--remeasure-ceilings", is_flag=True, help="Measure the ceilings again instead of using the cache.")
+@click.option("--plan", is_flag=True, help="Print the per-step cost model and floors; run nothing.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["table", "plain", "markdown", "json", "csv"]),
+    help="Report format on stdout (default: table on a terminal, plain when piped).",
+)
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Save the run file (JSON) here.")
+@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@click.option("--plot", "plot_dir", type=click.Path(path_type=Path), help="Write PNG plots into this folder.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display on stderr.")
+def classify(
+    shape_spec: str | None,
+    overrides: tuple[str, ...],
+    batch_text: str | None,
+    context: int,
+    mode_values: tuple[str, ...],
+    dtype: str,
+    warmup: int,
+    steps: int,
+    device: str,
+    capture_text: str,
+    ceilings_source: str,
+    remeasure_ceilings: bool,
+    plan: bool,
+    fmt: str | None,
+    output: Path | None,
+    force: bool,
+    plot_dir: Path | None,
+    quiet: bool,
+) -> None:
+    """Run the synthetic Llama decode loop in eager, piecewise and full-graph modes and classify each run
+    as launch-bound, memory-bound or compute-bound, from ceilings measured on this machine."""
+    from launchprobe import classify as job
+    from launchprobe.runfile import check_writable
+    from launchprobe.workload.shape import parse_override
+
+    if output is not None:
+        check_writable(output, force)  # before minutes of measuring, not after
+    shape_overrides = dict(parse_override(text) for text in overrides)
+    modes = parse_modes(mode_values)
+    capture_sizes = None if capture_text == "vllm" else parse_int_list(capture_text, "--capture-sizes")
+    batches = parse_int_list(batch_text, "--batch") if batch_text else None
+    if plan:
+        run = job.plan_from_options(
+            shape_spec=shape_spec,
+            overrides=shape_overrides,
+            batches=batches,
+            context=context,
+            modes=modes,
+            dtype=dtype,
+            device=device,
+            capture_sizes=capture_sizes,
+            ceilings_source=ceilings_source,
+        )
+    else:
+        run = job.classify_from_options(
+            shape_spec=shape_spec,
+            overrides=shape_overrides,
+            batches=batches,
+            context=context,
+            modes=modes,
+            dtype=dtype,
+            warmup=warmup,
+            steps=steps,
+            device=device,
+            capture_sizes=capture_sizes,
+            ceilings_source=ceilings_source,
+            remeasure=remeasure_ceilings,
+            progress=not quiet,
+        )
+    from launchprobe.render import emit
+
+    if output is not None:
+        emit(run, fmt="json", output=output, force=force)
+    if plot_dir is not None:
+        from launchprobe.render.plots import write_plots
+
+        write_plots(run, plot_dir)
+    emit(run, fmt=fmt, output=None)

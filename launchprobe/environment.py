@@ -1,0 +1,63 @@
+"""What the run ran on: device, GPU, driver, torch, CUDA."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from typing import Any
+
+
+def describe(device: str) -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {
+        "device": "cuda" if device.startswith("cuda") else "cpu",
+        "gpu": None,
+        "gpu_count": 0,
+        "sm_count": None,
+        "l2_bytes": None,
+        "gpu_memory_bytes": None,
+        "driver": None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    if env["device"] == "cuda":
+        props = torch.cuda.get_device_properties(torch.device(device))
+        env.update(
+            gpu=props.name,
+            gpu_count=torch.cuda.device_count(),
+            sm_count=props.multi_processor_count,
+            l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
+            gpu_memory_bytes=int(props.total_memory),
+            driver=driver_version(),
+        )
+    return env
+
+
+def driver_version() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def cpu_cache_bytes() -> int:
+    """Last-level cache of this CPU, for sizing CPU bandwidth buffers (32 MiB when unknown)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("cache size"):
+                    value, unit = line.split(":")[1].split()
+                    return int(value) * (1024 if unit.upper().startswith("K") else 1 << 20)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 32 << 20

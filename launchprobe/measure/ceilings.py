@@ -1,0 +1,240 @@
+"""Ceilings the verdicts are measured against: HBM read bandwidth, matmul rate, host cost of a launch, graph node cost.
+
+Measured on the machine at the start of a run and cached per GPU, torch version and dtype; ``datasheet`` swaps
+bandwidth and matmul rate for vendor figures (host launch and graph node costs have no datasheet value and are
+always measured).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launchprobe.errors import UsageError
+
+# Vendor datasheet figures: HBM bandwidth (bytes/s) and dense bf16/fp16 tensor rate (FLOP/s, no sparsity).
+DATASHEET: dict[str, tuple[float, float, str]] = {
+    "NVIDIA H200": (4.8e12, 989e12, "NVIDIA H200 datasheet (SXM): 4.8 TB/s, 989 TFLOPS dense bf16"),
+    "NVIDIA H100 80GB HBM3": (3.35e12, 989e12, "NVIDIA H100 datasheet (SXM): 3.35 TB/s, 989 TFLOPS dense bf16"),
+    "NVIDIA H100 PCIe": (2.0e12, 756e12, "NVIDIA H100 datasheet (PCIe): 2.0 TB/s, 756 TFLOPS dense bf16"),
+    "NVIDIA A100-SXM4-80GB": (2.039e12, 312e12, "NVIDIA A100 datasheet (SXM 80GB): 2.039 TB/s, 312 TFLOPS bf16"),
+    "NVIDIA A100-SXM4-40GB": (1.555e12, 312e12, "NVIDIA A100 datasheet (SXM 40GB): 1.555 TB/s, 312 TFLOPS bf16"),
+}
+
+CEILINGS_VERSION = 1  # bump when the measurement method changes, so old cache entries are ignored
+
+
+@dataclass
+class Ceilings:
+    source: str  # "measured", "cached" (measured earlier on this GPU) or "datasheet"
+    hbm_read_bytes_per_s: float
+    matmul_flops_per_s: float
+    launch_host_ns: float | None  # host time of one eager launch of a tiny kernel (None: not measured)
+    graph_node_ns: float | None  # device time per node replaying a graph of tiny kernels (None: no graphs)
+    measured_at: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "launchprobe" / "ceilings.json"
+
+
+def cache_key(device_name: str, torch_version: str, dtype: str) -> str:
+    return f"v{CEILINGS_VERSION}|{device_name}|torch {torch_version}|{dtype}"
+
+
+def load_cached(key: str) -> Ceilings | None:
+    path = cache_path()
+    try:
+        entries = json.loads(path.read_text())
+        entry = entries[key]
+        return Ceilings(**{**entry, "source": "cached"})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store_cached(key: str, ceilings: Ceilings) -> None:
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            entries = json.loads(path.read_text())
+        except (OSError, ValueError):
+            entries = {}
+        entries[key] = ceilings.to_dict()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entries, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home only costs a re-measure next time
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def measure_hbm_read(device: str, *, buffer_bytes: int, buffers: int = 4, repeats: int = 20) -> float:
+    """Bytes/s of ``x.sum()`` over rotating buffers, each far larger than the last-level cache."""
+    import torch
+
+    # bf16 on a GPU (what decode reads); fp32 on CPU, whose bf16 reductions are compute-limited.
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    n = buffer_bytes // (2 if dtype == torch.bfloat16 else 4)
+    xs = [torch.empty(n, dtype=dtype, device=device).normal_() for _ in range(buffers)]
+    out = torch.empty((), dtype=torch.float32, device=device)
+    for x in xs:  # warm-up
+        torch.sum(x, dim=0, dtype=torch.float32, out=out)
+    rates = []
+    for i in range(repeats):
+        x = xs[i % buffers]
+        seconds = _time_once(device, lambda x=x: torch.sum(x, dim=0, dtype=torch.float32, out=out))
+        rates.append(x.numel() * x.element_size() / seconds)
+    return float(statistics.median(rates))
+
+
+def measure_matmul(device: str, dtype: str, *, size: int, repeats: int = 10) -> float:
+    import torch
+
+    from launchprobe.workload.model import TORCH_DTYPES
+
+    tdtype = TORCH_DTYPES[dtype]
+    a = torch.empty(size, size, dtype=tdtype, device=device).normal_()
+    b = torch.empty(size, size, dtype=tdtype, device=device).normal_()
+    c = torch.empty(size, size, dtype=tdtype, device=device)
+    torch.mm(a, b, out=c)
+    times = [_time_once(device, lambda: torch.mm(a, b, out=c)) for _ in range(repeats)]
+    return 2 * size**3 / statistics.median(times)
+
+
+def measure_launch_host_ns(device: str, *, launches: int = 2000) -> float:
+    """Host time per eager launch of a tiny in-place op, the GPU being faster than the launches."""
+    import torch
+
+    x = torch.zeros(1, device=device)
+    for _ in range(100):
+        x.add_(1)
+    _sync(device)
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(launches):
+            x.add_(1)
+        samples.append((time.perf_counter_ns() - t0) / launches)
+        _sync(device)
+    return float(statistics.median(samples))
+
+
+def measure_graph_node_ns(*, nodes: int = 800, replays: int = 20) -> float:
+    """Device time per node when replaying a CUDA graph of ``nodes`` tiny kernels."""
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x.add_(1)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(nodes):
+            x.add_(1)
+    graph.replay()
+    times = [_time_once("cuda", graph.replay) for _ in range(replays)]
+    return statistics.median(times) * 1e9 / nodes
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _time_once(device: str, fn: Any) -> float:
+    """Seconds for one call: CUDA events on a GPU, the wall clock on CPU."""
+    if device.startswith("cuda"):
+        import torch
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) / 1e3
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def measure_ceilings(device: str, dtype: str, l2_bytes: int) -> Ceilings:
+    cuda = device.startswith("cuda")
+    # Buffers far larger than the last-level cache; on CPU capped to keep the CPU path quick.
+    buffer_bytes = max(1 << 30, 16 * l2_bytes) if cuda else min(512 << 20, max(64 << 20, 2 * l2_bytes))
+    buffers, repeats = (4, 20) if cuda else (2, 6)
+    matmul_size = 8192 if cuda else 512
+    details: dict[str, Any] = {
+        "hbm_method": f"torch.sum over {buffers} rotating {'bf16' if cuda else 'fp32'} buffers "
+        f"of {buffer_bytes >> 20} MiB, "
+        f"median of {repeats}",
+        "matmul_method": f"{dtype} {matmul_size}^3 torch.mm, median of 10",
+        "launch_method": "host time per eager x.add_(1), median of 5 x 2000 launches",
+    }
+    ceilings = Ceilings(
+        source="measured",
+        hbm_read_bytes_per_s=measure_hbm_read(device, buffer_bytes=buffer_bytes, buffers=buffers, repeats=repeats),
+        matmul_flops_per_s=measure_matmul(device, dtype, size=matmul_size),
+        launch_host_ns=measure_launch_host_ns(device),
+        graph_node_ns=measure_graph_node_ns() if cuda else None,
+        measured_at=_now(),
+        details=details,
+    )
+    details["graph_node_method"] = (
+        "device time per node replaying a graph of 800 x.add_(1), median of 20" if cuda else "no CUDA graphs on CPU"
+    )
+    return ceilings
+
+
+def get_ceilings(
+    *, device: str, device_name: str, torch_version: str, dtype: str, l2_bytes: int, source: str, remeasure: bool
+) -> Ceilings:
+    """Ceilings for this run: cached measurement, fresh measurement, or datasheet (with measured host costs)."""
+    key = cache_key(device_name, torch_version, dtype)
+    measured = None if remeasure else load_cached(key)
+    if measured is None:
+        measured = measure_ceilings(device, dtype, l2_bytes)
+        store_cached(key, measured)
+    if source == "measured":
+        return measured
+    if source != "datasheet":
+        raise UsageError(f"--ceilings {source!r}: expected measured or datasheet")
+    return datasheet_ceilings(device_name, measured)
+
+
+def datasheet_ceilings(device_name: str, measured: Ceilings | None) -> Ceilings:
+    """Vendor bandwidth and matmul rate; host costs from ``measured`` (None when nothing was measured)."""
+    if device_name not in DATASHEET:
+        raise UsageError(
+            f"no datasheet figures for {device_name!r} (known: {', '.join(DATASHEET)}); use --ceilings measured"
+        )
+    bandwidth, flops, citation = DATASHEET[device_name]
+    return Ceilings(
+        source="datasheet",
+        hbm_read_bytes_per_s=bandwidth,
+        matmul_flops_per_s=flops,
+        launch_host_ns=measured.launch_host_ns if measured else None,
+        graph_node_ns=measured.graph_node_ns if measured else None,
+        measured_at=measured.measured_at if measured else "",
+        details={
+            "datasheet": citation,
+            "host_costs": f"launch and graph node costs {measured.source}" if measured else "not measured",
+        },
+    )

@@ -1,0 +1,55 @@
+"""Step timing: CUDA events at step boundaries only (clean timing), or the wall clock on CPU."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def time_steps_cuda(step: Callable[[], Any], steps: int) -> list[float]:
+    """Milliseconds per step from events recorded between consecutive steps (one event per boundary).
+
+    Steps run back to back with no host sync, as a lean serving loop would; the events cost a few
+    microseconds of host time per step, which ``boundary_event_cost`` measures.
+    """
+    import torch
+
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    events[0].record()
+    for i in range(steps):
+        step()
+        events[i + 1].record()
+    events[-1].synchronize()
+    return [events[i].elapsed_time(events[i + 1]) for i in range(steps)]
+
+
+def time_block_cuda(step: Callable[[], Any], steps: int) -> float:
+    """Milliseconds for ``steps`` steps with events only around the whole block."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        step()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end))
+
+
+def time_steps_cpu(step: Callable[[], Any], steps: int) -> list[float]:
+    samples = []
+    for _ in range(steps):
+        t0 = time.perf_counter_ns()
+        step()
+        samples.append((time.perf_counter_ns() - t0) / 1e6)
+    return samples
+
+
+def warm_up(step: Callable[[], Any], steps: int, cuda: bool) -> None:
+    for _ in range(steps):
+        step()
+    if cuda:
+        import torch
+
+        torch.cuda.synchronize()

@@ -1,0 +1,74 @@
+"""Progress on stderr: a live rich bar on a terminal, one line per step of work in a log."""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.progress import TaskID
+
+
+class Progress:
+    """``status`` says what is happening now; ``advance`` marks one unit of work done."""
+
+    def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.enabled = enabled
+        self.live = enabled and self.console.is_terminal
+        self._bar: RichProgress | None = None
+        self._task: TaskID | None = None
+        self._done = 0
+        self._total = 0
+        self._t0 = time.perf_counter()
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self._bar = RichProgress(
+                TextColumn("[bold]launchprobe[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task("starting", total=None)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(exc_type, exc, tb)
+            self._bar = None
+
+    def start(self, total: int) -> None:
+        self._total = total
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, total=total, completed=0)
+
+    def status(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, description=text)
+        else:
+            self._line(text)
+
+    def advance(self, text: str) -> None:
+        self._done += 1
+        if not self.enabled:
+            return
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, advance=1, description=text)
+            self._bar.console.print(f"  {text}", highlight=False)
+        else:
+            self._line(f"[{self._done}/{self._total}] {text}")
+
+    def _line(self, text: str) -> None:
+        print(f"launchprobe {time.perf_counter() - self._t0:6.1f}s  {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,148 @@
+"""Execution modes of one decode step: eager, piecewise CUDA graphs (attention eager) and one full CUDA graph.
+
+Graph modes mirror vLLM: one graph (or one set of pieces) per batch bucket from a capture-size list, captured
+largest bucket first into one shared memory pool; a batch is padded up to the next captured size.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from launchprobe.errors import UsageError
+from launchprobe.workload.model import EAGER_IN_PIECEWISE, Op
+
+MODES = ("eager", "piecewise", "full")
+GRAPH_MODES = ("piecewise", "full")
+
+
+def vllm_capture_sizes() -> list[int]:
+    """vLLM's default CUDA-graph capture sizes: [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16)."""
+    return [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+
+
+def capture_sizes_for(batches: Sequence[int], sizes: Sequence[int] | None = None) -> list[int]:
+    """The capture-size list up to the smallest size that holds the largest requested batch."""
+    full = sorted(set(sizes if sizes is not None else vllm_capture_sizes()))
+    if not full or full[0] < 1:
+        raise UsageError("capture sizes must be positive integers")
+    largest = max(batches)
+    if largest > full[-1]:
+        raise UsageError(
+            f"batch {largest} is above the largest capture size {full[-1]}; vLLM would run it eager: "
+            f"add a larger size with --capture-sizes or drop the graph modes"
+        )
+    return full[: bisect.bisect_left(full, largest) + 1]
+
+
+def bucket_for(batch: int, sizes: Sequence[int]) -> int:
+    """The smallest capture size that holds ``batch`` (sizes sorted ascending)."""
+    index = bisect.bisect_left(sizes, batch)
+    if index == len(sizes):
+        raise UsageError(f"batch {batch} exceeds the largest capture size {sizes[-1]}")
+    return sizes[index]
+
+
+def padding_fraction(batch: int, bucket: int) -> float:
+    return (bucket - batch) / bucket
+
+
+@dataclass
+class Segment:
+    """Consecutive ops that run together: either captured as one graph or run eagerly op by op."""
+
+    ops: list[Op]
+    graphed: bool
+    graph: Any = None  # torch.cuda.CUDAGraph once captured
+
+    @property
+    def name(self) -> str:
+        first, last = self.ops[0], self.ops[-1]
+        return first.label if first is last else f"{first.label}..{last.label}"
+
+
+def split_segments(ops: Sequence[Op], mode: str) -> list[Segment]:
+    """eager: every op on its own; full: one graphed segment; piecewise: graphed runs between attention ops."""
+    if mode == "eager":
+        return [Segment([op], graphed=False) for op in ops]
+    if mode == "full":
+        return [Segment(list(ops), graphed=True)]
+    if mode != "piecewise":
+        raise ValueError(f"unknown mode {mode!r}")
+    segments: list[Segment] = []
+    for op in ops:
+        graphed = op.name not in EAGER_IN_PIECEWISE
+        if segments and segments[-1].graphed == graphed:
+            segments[-1].ops.append(op)
+        else:
+            segments.append(Segment([op], graphed=graphed))
+    return segments
+
+
+@dataclass
+class StepRunner:
+    """Runs one decode step of one bucket in one mode. Build with ``prepare``; call ``run()`` per step."""
+
+    mode: str
+    bucket: int
+    segments: list[Segment]
+    capture_s: float | None = None
+    capture_bytes: int | None = None
+    _calls: list[Callable[[], Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._calls = self._flatten()
+
+    def _flatten(self) -> list[Callable[[], Any]]:
+        calls: list[Callable[[], Any]] = []
+        for seg in self.segments:
+            if seg.graphed and seg.graph is not None:
+                calls.append(seg.graph.replay)
+            else:
+                calls.extend(op.run for op in seg.ops)
+        return calls
+
+    def run(self) -> None:
+        for call in self._calls:
+            call()
+
+    @property
+    def graphs(self) -> int:
+        return sum(1 for seg in self.segments if seg.graphed)
+
+    def capture(self, pool: Any, warmup: int = 2) -> None:
+        """Capture the graphed segments (warming up on a side stream first), timing it and its memory."""
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                for op in (op for seg in self.segments for op in seg.ops):
+                    op.run()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        free_before = torch.cuda.mem_get_info()[0]
+        start = time.perf_counter()
+        for seg in self.segments:
+            if not seg.graphed:
+                continue
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                for op in seg.ops:
+                    op.run()
+            seg.graph = graph
+        torch.cuda.synchronize()
+        self.capture_s = time.perf_counter() - start
+        self.capture_bytes = max(0, free_before - torch.cuda.mem_get_info()[0])
+        self._calls = self._flatten()
+
+
+def prepare(mode: str, bucket: int, ops: Sequence[Op], pool: Any = None) -> StepRunner:
+    runner = StepRunner(mode, bucket, split_segments(ops, mode))
+    if mode in GRAPH_MODES:
+        runner.capture(pool)
+    return runner
