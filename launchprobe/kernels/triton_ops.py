@@ -1,0 +1,729 @@
+"""Fused Triton kernels of the decode step: one launch per op (attention: one, or two when it splits the context).
+
+Decode ops move a few KB to a few hundred MB and do almost no math, so every kernel is written for HBM latency
+and bandwidth rather than FLOPs: each program loads its working set with wide loads (rows are contiguous, so
+Triton emits 16-byte vectors), computes in fp32 registers, writes each output once, and grids are sized so that
+a batch of 1 still spreads over the 132 SMs of an H200 where the op is large enough to care. Nothing allocates,
+syncs or branches on tensor values per call: every op is safe inside a CUDA graph (``positions`` is read on
+the device, ``context_len`` is a Python int fixed per graph).
+
+Importing this module imports triton; nothing imports it at package import time (``get_ops`` does, lazily).
+Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors (that is how they are tested without a GPU).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from launchprobe.kernels import (
+    ATTN_BLOCK_N,
+    DEFAULT_NUM_SMS,
+    GEMV_MAX_BATCH,
+    AttentionPlan,
+    attention_split_tokens,
+)
+from launchprobe.kernels.reference import TorchOps, make_attention_plan
+
+LOG2E = 1.4426950408889634
+# RMSNorm keeps a whole row in registers up to this many columns (16384 fp32 over 16 warps: 32 per thread);
+# wider rows loop over chunks of a quarter of it (two passes, the second one served from L1/L2).
+NORM_MAX_BLOCK = 16384
+
+
+@functools.cache
+def _sms(device_type: str, index: int | None) -> int:
+    if device_type == "cuda":
+        return int(torch.cuda.get_device_properties(index).multi_processor_count)
+    return DEFAULT_NUM_SMS
+
+
+def num_sms(t: torch.Tensor) -> int:
+    """SM count of a tensor's device, asked once per device and cached."""
+    return _sms(t.device.type, t.device.index)
+
+
+def _rows(t: torch.Tensor, name: str) -> None:
+    if t.dim() != 2 or t.stride(1) != 1:
+        raise ValueError(f"{name} must be 2-D with contiguous rows, got shape {tuple(t.shape)} strides {t.stride()}")
+
+
+def _pick_block(rows: int, cols: int, sms: int, blocks: tuple[int, ...]) -> int:
+    """The widest block (from ``blocks``, widest first) whose grid still has >= 2 programs per SM, else the narrowest."""
+    for block in blocks:
+        if rows * triton.cdiv(cols, block) >= 2 * sms:
+            return block
+    return blocks[-1]
+
+
+def _warps(block: int, per_thread: int = 8) -> int:
+    """Warps so that each thread holds ``per_thread`` elements (8 x 2 bytes = one 16-byte vector)."""
+    return max(1, min(16, block // (32 * per_thread)))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# RMSNorm (plain, fused add, final): grid (B,), one program per row. A row (8-16 KB at 8B/70B) is loaded once
+# with 16-byte vectors, reduced in fp32, normalised and written straight from registers: one read of x (and of
+# the residual), one write of out (and of the sum). Decode batches are small, so B programs is all there is;
+# the op is latency-bound at B=1 whatever the grid.
+
+
+@triton.jit
+def _rmsnorm_kernel(
+    x_ptr,
+    res_ptr,
+    w_ptr,
+    out_ptr,
+    sum_ptr,
+    n_cols,
+    stride_x,
+    stride_res,
+    stride_out,
+    stride_sum,
+    eps,
+    ADD_RESIDUAL: tl.constexpr,
+    STORE_SUM: tl.constexpr,
+    ONE_PASS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_x
+    r_row = res_ptr + row * stride_res
+    o_row = out_ptr + row * stride_out
+    s_row = sum_ptr + row * stride_sum
+    cols = tl.arange(0, BLOCK)
+    if ONE_PASS:
+        mask = cols < n_cols
+        s = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        if ADD_RESIDUAL:
+            s += tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
+            s = s.to(res_ptr.dtype.element_ty).to(tl.float32)  # normalise what the residual stream holds
+        if STORE_SUM:
+            tl.store(s_row + cols, s.to(sum_ptr.dtype.element_ty), mask=mask)
+        rstd = tl.rsqrt(tl.sum(s * s, axis=0) / n_cols + eps)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(o_row + cols, (s * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        sq = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            c = start + cols
+            mask = c < n_cols
+            s = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+            if ADD_RESIDUAL:
+                s += tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
+                s = s.to(res_ptr.dtype.element_ty).to(tl.float32)
+            if STORE_SUM:
+                tl.store(s_row + c, s.to(sum_ptr.dtype.element_ty), mask=mask)
+            sq += s * s
+        rstd = tl.rsqrt(tl.sum(sq, axis=0) / n_cols + eps)
+        tl.debug_barrier()  # the sum may have overwritten the residual in place: make it visible before re-reading
+        for start in range(0, n_cols, BLOCK):
+            c = start + cols
+            mask = c < n_cols
+            if STORE_SUM:
+                s = tl.load(s_row + c, mask=mask, other=0.0).to(tl.float32)
+            else:
+                s = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+                if ADD_RESIDUAL:
+                    s += tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
+                    s = s.to(res_ptr.dtype.element_ty).to(tl.float32)
+            w = tl.load(w_ptr + c, mask=mask, other=0.0).to(tl.float32)
+            tl.store(o_row + c, (s * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _norm(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor,
+    eps: float,
+    out: torch.Tensor,
+    sum_out: torch.Tensor | None,
+) -> None:
+    for t, name in ((x, "x"), (out, "out"), (residual, "residual"), (sum_out, "residual_out")):
+        if t is not None:
+            _rows(t, name)
+    rows, n_cols = x.shape
+    if rows == 0:
+        return
+    block = triton.next_power_of_2(n_cols)
+    one_pass = block <= NORM_MAX_BLOCK
+    if not one_pass:
+        block = max(16, NORM_MAX_BLOCK // 4)
+    res = residual if residual is not None else x  # unused pointer when not ADD_RESIDUAL
+    dst = sum_out if sum_out is not None else out  # unused pointer when not STORE_SUM
+    _rmsnorm_kernel[(rows,)](
+        x,
+        res,
+        weight,
+        out,
+        dst,
+        n_cols,
+        x.stride(0),
+        res.stride(0),
+        out.stride(0),
+        dst.stride(0),
+        float(eps),
+        ADD_RESIDUAL=residual is not None,
+        STORE_SUM=sum_out is not None,
+        ONE_PASS=one_pass,
+        BLOCK=block,
+        num_warps=_warps(block, 16),
+    )
+
+
+def rmsnorm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor, residual_out: torch.Tensor | None
+) -> None:
+    """``residual_out = x``; ``out = x * rsqrt(mean(x^2) + eps) * weight``. One kernel."""
+    _norm(x, None, weight, eps, out, residual_out)
+
+
+def add_rmsnorm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    out: torch.Tensor,
+    store_residual: bool = True,
+) -> None:
+    """``residual += x`` (only if ``store_residual``); ``out = rmsnorm(residual + x) * weight``. One kernel."""
+    _norm(x, residual, weight, eps, out, residual if store_residual else None)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Rotary (neox): grid (B, q head blocks + k head blocks). A program takes BLOCK_H heads of one row of q or of k,
+# computes cos/sin of its row's position once for the D/2 frequencies (shared by all its heads: no cos/sin
+# cache to read), loads both halves of each head and writes them back rotated. q and k are views into the
+# fused qkv buffer, so one launch covers both. BLOCK_H is small at small batch (more programs, lower latency)
+# and up to 8 heads (4 KB at D=128) at large batch (fewer, fuller programs).
+
+
+@triton.jit
+def _rope_heads(row_ptr, head0, n_heads, cos, sin, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_H: tl.constexpr):
+    heads = head0 + tl.arange(0, BLOCK_H)
+    i = tl.arange(0, BLOCK_HALF)
+    mask = (heads < n_heads)[:, None] & (i < HALF)[None, :]
+    p1 = row_ptr + heads[:, None] * (2 * HALF) + i[None, :]
+    x1 = tl.load(p1, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(p1 + HALF, mask=mask, other=0.0).to(tl.float32)
+    c = cos[None, :]
+    s = sin[None, :]
+    tl.store(p1, (x1 * c - x2 * s).to(row_ptr.dtype.element_ty), mask=mask)
+    tl.store(p1 + HALF, (x2 * c + x1 * s).to(row_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rotary_kernel(
+    q_ptr,
+    k_ptr,
+    pos_ptr,
+    stride_q,
+    stride_k,
+    n_q_heads,
+    n_k_heads,
+    n_q_blocks,
+    freq_exp2,
+    HALF: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    blk = tl.program_id(1)
+    pos = tl.load(pos_ptr + b).to(tl.float32)
+    i = tl.arange(0, BLOCK_HALF).to(tl.float32)
+    angle = pos * tl.exp2(i * freq_exp2)  # pos * theta^(-2i/D), freq_exp2 = -2*log2(theta)/D
+    cos = tl.cos(angle)
+    sin = tl.sin(angle)
+    if blk < n_q_blocks:
+        _rope_heads(q_ptr + b * stride_q, blk * BLOCK_H, n_q_heads, cos, sin, HALF, BLOCK_HALF, BLOCK_H)
+    else:
+        _rope_heads(k_ptr + b * stride_k, (blk - n_q_blocks) * BLOCK_H, n_k_heads, cos, sin, HALF, BLOCK_HALF, BLOCK_H)
+
+
+def rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, theta: float, head_dim: int) -> None:
+    """Neox rotary embedding of q ``[B, NH*D]`` and k ``[B, NKV*D]`` in place (row-strided views ok). One kernel."""
+    _rows(q, "q")
+    _rows(k, "k")
+    if head_dim % 2 or q.shape[1] % head_dim or k.shape[1] % head_dim:
+        raise ValueError(f"head_dim {head_dim} must be even and divide q ({q.shape[1]}) and k ({k.shape[1]})")
+    batch = q.shape[0]
+    if batch == 0:
+        return
+    nh, nkv = q.shape[1] // head_dim, k.shape[1] // head_dim
+    half = head_dim // 2
+    block_h = 1
+    for cand in (8, 4, 2):
+        if batch * (triton.cdiv(nh, cand) + triton.cdiv(nkv, cand)) >= 2 * num_sms(q):
+            block_h = cand
+            break
+    n_q_blocks = triton.cdiv(nh, block_h)
+    grid = (batch, n_q_blocks + triton.cdiv(nkv, block_h))
+    block_half = max(2, triton.next_power_of_2(half))
+    _rotary_kernel[grid](
+        q,
+        k,
+        positions,
+        q.stride(0),
+        k.stride(0),
+        nh,
+        nkv,
+        n_q_blocks,
+        -2.0 * math.log2(theta) / head_dim,
+        HALF=half,
+        BLOCK_HALF=block_half,
+        BLOCK_H=block_h,
+        num_warps=_warps(block_h * block_half * 2),
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# KV-cache write: grid (B, column blocks of NKV*D). A program reads its row's position once, then copies one
+# block of the new k row and the same block of the new v row into the cache row [b, pos] (NKV*D contiguous
+# elements). Positions outside [0, C) are dropped, not written out of bounds.
+
+
+@triton.jit
+def _kv_write_kernel(
+    k_ptr,
+    v_ptr,
+    kc_ptr,
+    vc_ptr,
+    pos_ptr,
+    n_cols,
+    cache_len,
+    stride_k,
+    stride_v,
+    stride_kcb,
+    stride_kcc,
+    stride_vcb,
+    stride_vcc,
+    BLOCK: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    pos = tl.load(pos_ptr + b).to(tl.int64)
+    mask = (cols < n_cols) & (pos >= 0) & (pos < cache_len)
+    kv = tl.load(k_ptr + b * stride_k + cols, mask=mask)
+    tl.store(kc_ptr + b * stride_kcb + pos * stride_kcc + cols, kv, mask=mask)
+    vv = tl.load(v_ptr + b * stride_v + cols, mask=mask)
+    tl.store(vc_ptr + b * stride_vcb + pos * stride_vcc + cols, vv, mask=mask)
+
+
+def _check_cache(c: torch.Tensor, name: str) -> None:
+    if c.dim() != 4 or c.stride(3) != 1 or c.stride(2) != c.shape[3]:
+        raise ValueError(f"{name} must be [B, C, NKV, D] with contiguous [NKV, D] rows, got strides {c.stride()}")
+
+
+def kv_write(
+    k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, positions: torch.Tensor
+) -> None:
+    """``k_cache[b, positions[b]] = k[b]``, same for v. One kernel."""
+    _rows(k, "k")
+    _rows(v, "v")
+    _check_cache(k_cache, "k_cache")
+    _check_cache(v_cache, "v_cache")
+    batch, n_cols = k.shape
+    if batch == 0:
+        return
+    if k_cache.shape[2] * k_cache.shape[3] != n_cols or k_cache.shape[0] < batch:
+        raise ValueError(f"k {tuple(k.shape)} does not fit k_cache {tuple(k_cache.shape)}")
+    block = _pick_block(batch, n_cols, num_sms(k), (1024, 512, 256))
+    block = min(block, max(16, triton.next_power_of_2(n_cols)))
+    _kv_write_kernel[(batch, triton.cdiv(n_cols, block))](
+        k,
+        v,
+        k_cache,
+        v_cache,
+        positions,
+        n_cols,
+        k_cache.shape[1],
+        k.stride(0),
+        v.stride(0),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        BLOCK=block,
+        num_warps=_warps(block),
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Decode attention, split-K ("flash decoding").
+#
+# Split kernel: grid (splits, NKV, B). A program owns one (sequence b, kv head, slice of the context) and ALL
+# the q heads of that kv head's group: it loads the group's q rows once ([GROUP_PAD, D], padded to 16 rows for
+# the tensor-core dot), then streams its slice of K and V in [BLOCK_N, D] tiles (each tile read from HBM once
+# for the whole group: GQA's bandwidth saving), with an online softmax in fp32 (log2 domain: the scale is
+# folded with log2(e) and exp2 is used). With one split it normalises and writes the output directly: one
+# kernel. Otherwise it writes the unnormalised partial output, running max and denominator per (head, split)
+# to the plan's fp32 workspace, and
+#
+# Reduce kernel: grid (B * NH,). A program merges the splits of one head: rescales each partial by
+# exp2(m_s - max m) and divides by the rescaled sum of denominators.
+#
+# The split count (see launchprobe.kernels.attention_splits) makes B=1 with 8 kv heads run ~2 programs per SM
+# instead of 8 programs, and B=256 run one split per (b, kv head) (2048 programs, no reduce).
+
+
+@triton.jit
+def _attn_split_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    part_out_ptr,
+    part_max_ptr,
+    part_sum_ptr,
+    stride_qb,
+    stride_kb,
+    stride_kc,
+    stride_kh,
+    stride_vb,
+    stride_vc,
+    stride_vh,
+    stride_ob,
+    context_len,
+    split_tokens,
+    max_splits,
+    num_heads,
+    qk_scale,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SINGLE: tl.constexpr,
+):
+    split = tl.program_id(0)
+    kvh = tl.program_id(1)
+    b = tl.program_id(2).to(tl.int64)
+    g = tl.arange(0, GROUP_PAD)
+    d = tl.arange(0, BLOCK_D)
+    n = tl.arange(0, BLOCK_N)
+    gmask = g < GROUP
+    dmask = d < HEAD_DIM
+    heads = kvh * GROUP + g
+    q = tl.load(
+        q_ptr + b * stride_qb + heads[:, None] * HEAD_DIM + d[None, :],
+        mask=gmask[:, None] & dmask[None, :],
+        other=0.0,
+    )
+    k_base = k_ptr + b * stride_kb + kvh * stride_kh
+    v_base = v_ptr + b * stride_vb + kvh * stride_vh
+    lo = split * split_tokens
+    hi = tl.minimum(lo + split_tokens, context_len)
+    m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
+    acc = tl.zeros([GROUP_PAD, BLOCK_D], dtype=tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        t = start + n
+        tmask = t < hi
+        tile_mask = tmask[:, None] & dmask[None, :]
+        k = tl.load(k_base + t[:, None].to(tl.int64) * stride_kc + d[None, :], mask=tile_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale  # [GROUP_PAD, BLOCK_N], log2 units
+        s = tl.where(tmask[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has a valid token
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_base + t[:, None].to(tl.int64) * stride_vc + d[None, :], mask=tile_mask, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    out_mask = gmask[:, None] & dmask[None, :]
+    if SINGLE:
+        o = acc / l_i[:, None]
+        tl.store(
+            out_ptr + b * stride_ob + heads[:, None] * HEAD_DIM + d[None, :],
+            o.to(out_ptr.dtype.element_ty),
+            mask=out_mask,
+        )
+    else:
+        slot = (b * num_heads + heads) * max_splits + split  # [GROUP_PAD] workspace rows
+        tl.store(part_out_ptr + slot[:, None] * HEAD_DIM + d[None, :], acc, mask=out_mask)
+        tl.store(part_max_ptr + slot, m_i, mask=gmask)
+        tl.store(part_sum_ptr + slot, l_i, mask=gmask)
+
+
+@triton.jit
+def _attn_reduce_kernel(
+    part_out_ptr,
+    part_max_ptr,
+    part_sum_ptr,
+    out_ptr,
+    num_splits,
+    max_splits,
+    num_heads,
+    stride_ob,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)  # b * num_heads + h
+    b = row // num_heads
+    h = row % num_heads
+    s = tl.arange(0, BLOCK_S)
+    d = tl.arange(0, BLOCK_D)
+    smask = s < num_splits
+    dmask = d < HEAD_DIM
+    slot = row * max_splits + s
+    m = tl.load(part_max_ptr + slot, mask=smask, other=float("-inf"))
+    den = tl.load(part_sum_ptr + slot, mask=smask, other=0.0)
+    w = tl.exp2(m - tl.max(m, axis=0))  # 0 for the padding splits
+    part = tl.load(
+        part_out_ptr + slot[:, None] * HEAD_DIM + d[None, :], mask=smask[:, None] & dmask[None, :], other=0.0
+    )
+    o = tl.sum(part * w[:, None], axis=0) / tl.sum(den * w, axis=0)
+    tl.store(out_ptr + b * stride_ob + h * HEAD_DIM + d, o.to(out_ptr.dtype.element_ty), mask=dmask)
+
+
+def attention_plan(
+    batch: int,
+    context_len: int,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    device: torch.device | str,
+    num_sms: int | None = None,
+) -> AttentionPlan:
+    """Split count and fp32 split-K workspace for one (batch bucket, context); make once, reuse every step."""
+    return make_attention_plan(batch, context_len, num_heads, num_kv_heads, head_dim, device, num_sms)
+
+
+def attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    context_len: int,
+    out: torch.Tensor,
+    scale: float,
+    plan: AttentionPlan,
+) -> None:
+    """Grouped-query decode attention; ``plan.kernels(context_len)`` launches (1 or 2)."""
+    _rows(q, "q")
+    _rows(out, "out")
+    _check_cache(k_cache, "k_cache")
+    _check_cache(v_cache, "v_cache")
+    batch = q.shape[0]
+    _, cache_len, nkv, d = k_cache.shape
+    nh = q.shape[1] // d
+    if batch == 0:
+        return
+    if not 1 <= context_len <= min(cache_len, plan.context_len):
+        raise ValueError(f"context_len {context_len} must be in [1, min(cache {cache_len}, plan {plan.context_len})]")
+    if batch > plan.batch or (nh, nkv, d) != (plan.num_heads, plan.num_kv_heads, plan.head_dim):
+        raise ValueError(f"attention inputs (B={batch}, NH={nh}, NKV={nkv}, D={d}) do not match the plan {plan}")
+    group = nh // nkv
+    splits = plan.splits(context_len)
+    single = splits == 1
+    if single:
+        ws_out = ws_max = ws_sum = out  # unused pointers
+    else:
+        if plan.partial_out is None or plan.partial_max is None or plan.partial_sum is None:
+            raise ValueError("this attention plan has no split-K workspace (made by the torch ops?)")
+        ws_out, ws_max, ws_sum = plan.partial_out, plan.partial_max, plan.partial_sum
+    block_d = max(16, triton.next_power_of_2(d))
+    _attn_split_kernel[(splits, nkv, batch)](
+        q,
+        k_cache,
+        v_cache,
+        out,
+        ws_out,
+        ws_max,
+        ws_sum,
+        q.stride(0),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        v_cache.stride(2),
+        out.stride(0),
+        context_len,
+        attention_split_tokens(splits, context_len),
+        plan.max_splits,
+        nh,
+        float(scale) * LOG2E,
+        GROUP=group,
+        GROUP_PAD=max(16, triton.next_power_of_2(group)),
+        HEAD_DIM=d,
+        BLOCK_D=block_d,
+        BLOCK_N=ATTN_BLOCK_N,
+        SINGLE=single,
+        num_warps=4,
+        num_stages=3,
+    )
+    if not single:
+        _attn_reduce_kernel[(batch * nh,)](
+            ws_out,
+            ws_max,
+            ws_sum,
+            out,
+            splits,
+            plan.max_splits,
+            nh,
+            out.stride(0),
+            HEAD_DIM=d,
+            BLOCK_D=block_d,
+            BLOCK_S=max(2, triton.next_power_of_2(splits)),
+            num_warps=_warps(block_d * triton.next_power_of_2(splits), 4),
+        )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SiLU-and-mul: grid (B, column blocks of F). A program reads one block of gate and the matching block of up
+# (same row, F apart), and writes silu(gate) * up. Blocks shrink at small batch so B=1 still fills the SMs.
+
+
+@triton.jit
+def _silu_mul_kernel(gu_ptr, out_ptr, n_cols, stride_gu, stride_out, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    g = tl.load(gu_ptr + row * stride_gu + cols, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(gu_ptr + row * stride_gu + n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    y = g / (1.0 + tl.exp(-g)) * u
+    tl.store(out_ptr + row * stride_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def silu_mul(gate_up: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = silu(gate_up[:, :F]) * gate_up[:, F:]``. One kernel."""
+    _rows(gate_up, "gate_up")
+    _rows(out, "out")
+    batch, f = out.shape
+    if gate_up.shape[1] != 2 * f or gate_up.shape[0] != batch:
+        raise ValueError(f"gate_up {tuple(gate_up.shape)} must be [B, 2*F] for out {tuple(out.shape)}")
+    if batch == 0:
+        return
+    block = _pick_block(batch, f, num_sms(out), (2048, 1024, 512, 256))
+    block = min(block, max(16, triton.next_power_of_2(f)))
+    _silu_mul_kernel[(batch, triton.cdiv(f, block))](
+        gate_up, out, f, gate_up.stride(0), out.stride(0), BLOCK=block, num_warps=_warps(block)
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# GEMV for small batches: out[B, N] = x[B, K] @ W^T, W [N, K] row-major (nn.Linear's layout).
+# Grid (N / BLOCK_N,). A program owns BLOCK_N weight rows and walks all of K in [BLOCK_N, BLOCK_K] tiles
+# (8K elements, 16 KB in bf16; every row segment is contiguous, so loads are full 16-byte vectors and whole
+# sectors), pipelined num_stages deep; x's [B, BLOCK_K] slice (padded to 16 rows for the tensor-core dot, padding
+# rows not loaded) comes from L2. No split-K, so no workspace, no atomics and no second kernel: BLOCK_N is the
+# widest of 64/32/16 that still gives >= 2 programs per SM (o_proj 4096x4096 -> 16 -> 256 programs).
+
+
+@triton.jit
+def _gemv_kernel(
+    x_ptr,
+    w_ptr,
+    out_ptr,
+    n_batch,
+    N,
+    K,
+    stride_xb,
+    stride_wn,
+    stride_ob,
+    BLOCK_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    rb = tl.arange(0, BLOCK_B)
+    rk = tl.arange(0, BLOCK_K)
+    nmask = rn < N
+    bmask = rb < n_batch
+    w_rows = w_ptr + rn[:, None].to(tl.int64) * stride_wn
+    x_rows = x_ptr + rb[:, None] * stride_xb
+    acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        if EVEN_K:
+            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
+            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None], other=0.0)
+        else:
+            kmask = kk < K
+            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
+        acc += tl.dot(x, tl.trans(w))
+    tl.store(
+        out_ptr + rb[:, None] * stride_ob + rn[None, :],
+        acc.to(out_ptr.dtype.element_ty),
+        mask=bmask[:, None] & nmask[None, :],
+    )
+
+
+def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = x @ w.T``, ``w`` ``[N, K]`` row-major. One Triton kernel for B <= GEMV_MAX_BATCH, else cuBLAS."""
+    _rows(x, "x")
+    _rows(w, "w")
+    _rows(out, "out")
+    batch, k = x.shape
+    n = w.shape[0]
+    if w.shape[1] != k or tuple(out.shape) != (batch, n):
+        raise ValueError(f"gemv shapes do not match: x {tuple(x.shape)}, w {tuple(w.shape)}, out {tuple(out.shape)}")
+    if batch == 0:
+        return
+    if batch > GEMV_MAX_BATCH:
+        torch.mm(x, w.t(), out=out)
+        return
+    block_n = _pick_block(1, n, num_sms(w), (64, 32, 16))
+    block_k = min(8192 // block_n, max(16, triton.next_power_of_2(k)))
+    _gemv_kernel[(triton.cdiv(n, block_n),)](
+        x,
+        w,
+        out,
+        batch,
+        n,
+        k,
+        x.stride(0),
+        w.stride(0),
+        out.stride(0),
+        BLOCK_B=16,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        EVEN_K=k % block_k == 0,
+        num_warps=4,
+        num_stages=4,
+    )
+
+
+class TritonOps(TorchOps):
+    """The fused Triton ops behind the ``Ops`` interface; embedding and linear stay torch (one kernel each)."""
+
+    name = "triton"
+
+    rmsnorm = staticmethod(rmsnorm)
+    add_rmsnorm = staticmethod(add_rmsnorm)
+    rotary = staticmethod(rotary)
+    kv_write = staticmethod(kv_write)
+    silu_mul = staticmethod(silu_mul)
+    gemv = staticmethod(gemv)
+
+    @staticmethod
+    def attention_plan(
+        batch: int,
+        context_len: int,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        device: torch.device | str,
+        num_sms: int | None = None,
+    ) -> AttentionPlan:
+        return attention_plan(batch, context_len, num_heads, num_kv_heads, head_dim, device, num_sms)
+
+    @staticmethod
+    def attention(
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        context_len: int,
+        out: torch.Tensor,
+        scale: float,
+        plan: AttentionPlan,
+    ) -> None:
+        attention(q, k_cache, v_cache, context_len, out, scale, plan)
