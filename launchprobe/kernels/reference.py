@@ -165,11 +165,11 @@ def make_attention_plan(
     max_splits = attention_max_splits(batch, num_kv_heads, context_len, sms)
     bufs: dict[str, torch.Tensor] = {}
     if workspace and max_splits > 1:
-        f32 = {"dtype": torch.float32, "device": device}
+        f32 = torch.float32
         bufs = {
-            "partial_out": torch.empty(batch, num_heads, max_splits, head_dim, **f32),  # type: ignore[arg-type]
-            "partial_max": torch.empty(batch, num_heads, max_splits, **f32),  # type: ignore[arg-type]
-            "partial_sum": torch.empty(batch, num_heads, max_splits, **f32),  # type: ignore[arg-type]
+            "partial_out": torch.empty(batch, num_heads, max_splits, head_dim, dtype=f32, device=device),
+            "partial_max": torch.empty(batch, num_heads, max_splits, dtype=f32, device=device),
+            "partial_sum": torch.empty(batch, num_heads, max_splits, dtype=f32, device=device),
         }
     return AttentionPlan(batch, context_len, num_heads, num_kv_heads, head_dim, sms, max_splits, **bufs)
 

@@ -53,7 +53,7 @@ def _rows(t: torch.Tensor, name: str) -> None:
 
 
 def _pick_block(rows: int, cols: int, sms: int, blocks: tuple[int, ...]) -> int:
-    """The widest block (from ``blocks``, widest first) whose grid still has >= 2 programs per SM, else the narrowest."""
+    """The widest of ``blocks`` (widest first) whose grid still has >= 2 programs per SM, else the narrowest."""
     for block in blocks:
         if rows * triton.cdiv(cols, block) >= 2 * sms:
             return block

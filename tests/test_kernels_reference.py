@@ -1,0 +1,275 @@
+"""CPU tests of the plain-torch reference ops: hand-checkable numbers, shapes, in-place and out= semantics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from launchprobe.errors import UsageError
+from launchprobe.kernels import (
+    ATTN_BLOCK_N,
+    AttentionPlan,
+    attention_kernels,
+    attention_max_splits,
+    attention_split_tokens,
+    attention_splits,
+    cdiv,
+    get_ops,
+)
+from launchprobe.kernels import reference as R
+
+F32 = torch.float32
+
+
+def test_get_ops_picks_reference_on_cpu() -> None:
+    ops = get_ops("cpu")
+    assert ops.name == "torch"
+    assert get_ops("cuda", impl="torch").name == "torch"
+    with pytest.raises(UsageError):
+        get_ops("cpu", impl="nope")
+
+
+def test_kernels_package_does_not_import_torch_or_triton() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, launchprobe.kernels; print('torch' in sys.modules, 'triton' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.split() == ["False", "False"]
+
+
+def test_rmsnorm_hand_values_and_residual_copy() -> None:
+    x = torch.tensor([[2.0, -2.0, 2.0, -2.0], [3.0, 4.0, 0.0, 0.0]])  # mean squares 4 and 6.25
+    w = torch.tensor([1.0, 2.0, 0.5, 1.0])
+    out = torch.full_like(x, float("nan"))
+    res = torch.full_like(x, float("nan"))
+    out_ptr, res_ptr = out.data_ptr(), res.data_ptr()
+    R.rmsnorm(x, w, 0.0, out, res)
+    torch.testing.assert_close(out[0], torch.tensor([1.0, -2.0, 0.5, -1.0]))
+    torch.testing.assert_close(out[1], torch.tensor([3.0 / 2.5, 8.0 / 2.5, 0.0, 0.0]))
+    assert torch.equal(res, x)
+    assert (out.data_ptr(), res.data_ptr()) == (out_ptr, res_ptr)  # written in place, not rebound
+
+
+def test_rmsnorm_eps_and_optional_residual() -> None:
+    x = torch.zeros(1, 8)
+    out = torch.full_like(x, float("nan"))
+    R.rmsnorm(x, torch.ones(8), 1e-5, out, None)  # all-zero row: eps keeps it finite
+    assert torch.equal(out, torch.zeros(1, 8))
+
+
+def test_add_rmsnorm_updates_residual_in_place() -> None:
+    x = torch.tensor([[1.0, 1.0, 1.0, 1.0]])
+    residual = torch.tensor([[1.0, -3.0, 1.0, -3.0]])  # sum: [2, -2, 2, -2], rms 2
+    keep = residual
+    out = torch.empty_like(x)
+    R.add_rmsnorm(x, residual, torch.ones(4), 0.0, out)
+    assert residual is keep
+    assert torch.equal(residual, torch.tensor([[2.0, -2.0, 2.0, -2.0]]))
+    torch.testing.assert_close(out, torch.tensor([[1.0, -1.0, 1.0, -1.0]]))
+
+
+def test_add_rmsnorm_without_store_leaves_residual() -> None:
+    x = torch.randn(3, 16)
+    residual = torch.randn(3, 16)
+    before = residual.clone()
+    out = torch.empty_like(x)
+    R.add_rmsnorm(x, residual, torch.ones(16), 1e-6, out, store_residual=False)
+    assert torch.equal(residual, before)
+    s = before + x
+    torch.testing.assert_close(out, s / s.square().mean(-1, keepdim=True).add(1e-6).sqrt())
+
+
+def test_add_rmsnorm_rounds_the_sum_to_the_model_dtype() -> None:
+    x = torch.randn(2, 64).bfloat16()
+    residual = torch.randn(2, 64).bfloat16()
+    expect_sum = (x.float() + residual.float()).bfloat16()
+    out = torch.empty_like(x)
+    R.add_rmsnorm(x, residual, torch.ones(64, dtype=torch.bfloat16), 1e-5, out)
+    assert residual.dtype == torch.bfloat16 and torch.equal(residual, expect_sum)
+    s = expect_sum.float()
+    torch.testing.assert_close(out, (s * torch.rsqrt(s.square().mean(-1, keepdim=True) + 1e-5)).bfloat16())
+
+
+def test_rotary_inv_freq_values() -> None:
+    inv = R.rotary_inv_freq(8, 10000.0)
+    torch.testing.assert_close(inv, torch.tensor([1.0, 0.1, 0.01, 0.001]))
+
+
+def test_rotary_rotates_pairs_by_position() -> None:
+    # head_dim 2: one frequency (1.0), so position p rotates (x1, x2) by p radians.
+    q = torch.tensor([[1.0, 0.0, 0.0, 2.0], [1.0, 0.0, 0.0, 2.0]])  # 2 heads
+    k = torch.tensor([[3.0, 4.0], [3.0, 4.0]])
+    pos = torch.tensor([0, 1])
+    R.rotary(q, k, pos, 10000.0, 2)
+    c, s = math.cos(1.0), math.sin(1.0)
+    torch.testing.assert_close(q[0], torch.tensor([1.0, 0.0, 0.0, 2.0]))  # position 0: identity
+    torch.testing.assert_close(q[1], torch.tensor([c, s, -2 * s, 2 * c]))
+    torch.testing.assert_close(k[1], torch.tensor([3 * c - 4 * s, 4 * c + 3 * s]))
+
+
+def test_rotary_neox_halves_and_strided_slices() -> None:
+    nh, nkv, d = 4, 2, 8
+    qkv = torch.randn(3, (nh + 2 * nkv) * d)
+    before = qkv.clone()
+    q, k, v = qkv[:, : nh * d], qkv[:, nh * d : (nh + nkv) * d], qkv[:, (nh + nkv) * d :]
+    pos = torch.tensor([5, 0, 31], dtype=torch.int32)
+    R.rotary(q, k, pos, 500000.0, d)
+    assert torch.equal(v, before[:, (nh + nkv) * d :])  # v untouched
+    inv = 500000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    ang = pos.double()[:, None] * inv[None, :]  # [B, d/2]
+    x = before[:, : nh * d].view(3, nh, d).double()
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    c, s = ang.cos()[:, None], ang.sin()[:, None]
+    expect = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).view(3, nh * d)
+    torch.testing.assert_close(q.double(), expect, rtol=1e-5, atol=1e-5)
+    # rotation keeps each (x_i, x_{i+d/2}) pair's length
+    kk = k.view(3, nkv, d)
+    kb = before[:, nh * d : (nh + nkv) * d].view(3, nkv, d)
+    norm = lambda t: t[..., : d // 2] ** 2 + t[..., d // 2 :] ** 2  # noqa: E731
+    torch.testing.assert_close(norm(kk), norm(kb))
+
+
+def test_kv_write_writes_one_slot_per_row() -> None:
+    b, c, nkv, d = 3, 6, 2, 4
+    k_cache = torch.zeros(5, c, nkv, d)  # B_max 5, op sees the first 3 rows
+    v_cache = torch.zeros(5, c, nkv, d)
+    qkv = torch.arange(3 * 24, dtype=F32).view(3, 24) + 1  # [q(8) | k(8) | v(8)], all non-zero
+    k, v = qkv[:, 8:16], qkv[:, 16:]
+    pos = torch.tensor([0, 5, 2])
+    R.kv_write(k, v, k_cache[:b], v_cache[:b], pos)
+    for row in range(b):
+        p = int(pos[row])
+        assert torch.equal(k_cache[row, p], k[row].view(nkv, d))
+        assert torch.equal(v_cache[row, p], v[row].view(nkv, d))
+    written = torch.zeros(5, c, dtype=torch.bool)
+    written[torch.arange(b), pos] = True
+    assert (k_cache[~written] == 0).all() and (v_cache[~written] == 0).all()
+
+
+def _attn_inputs(b: int, c: int, nh: int, nkv: int, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.randn(b, nh * d), torch.randn(b, c, nkv, d), torch.randn(b, c, nkv, d)
+
+
+def test_attention_single_entry_returns_its_value() -> None:
+    q, kc, vc = _attn_inputs(2, 8, 4, 2, 8)
+    out = torch.full((2, 32), float("nan"))
+    R.attention(q, kc, vc, 1, out, 0.3)
+    for h in range(4):
+        torch.testing.assert_close(out.view(2, 4, 8)[:, h], vc[:, 0, h // 2])  # head h reads kv head h // 2
+
+
+def test_attention_equal_scores_average_values() -> None:
+    b, c, nh, nkv, d = 2, 10, 6, 3, 4
+    q = torch.randn(b, nh * d)
+    kc = torch.zeros(b, c, nkv, d)  # every score 0: uniform weights
+    vc = torch.randn(b, c, nkv, d)
+    vc[:, 7:] = 1e6  # beyond the context: must be ignored
+    out = torch.empty(b, nh * d)
+    R.attention(q, kc, vc, 7, out, 1.0)
+    mean = vc[:, :7].mean(dim=1)  # [b, nkv, d]
+    expect = mean.repeat_interleave(nh // nkv, dim=1).reshape(b, nh * d)
+    torch.testing.assert_close(out, expect)
+
+
+def test_attention_matches_naive_loop_with_strided_q() -> None:
+    b, c, nh, nkv, d, ctx = 3, 12, 8, 2, 16, 9
+    qkv = torch.randn(b, (nh + 2 * nkv) * d)
+    q = qkv[:, : nh * d]
+    _, kc, vc = _attn_inputs(b, c, nh, nkv, d)
+    out = torch.empty(b, nh * d)
+    scale = d**-0.5
+    R.attention(q, kc, vc, ctx, out, scale)
+    for i in range(b):
+        for h in range(nh):
+            qh = q[i, h * d : (h + 1) * d]
+            kh, vh = kc[i, :ctx, h // (nh // nkv)], vc[i, :ctx, h // (nh // nkv)]
+            p = torch.softmax(kh @ qh * scale, dim=0)
+            torch.testing.assert_close(out[i, h * d : (h + 1) * d], p @ vh, rtol=1e-5, atol=1e-5)
+
+
+def test_silu_mul_hand_values() -> None:
+    gate_up = torch.tensor([[0.0, 1.0, -50.0, 2.0, 3.0, 4.0]])  # gate [0, 1, -50], up [2, 3, 4]
+    out = torch.full((1, 3), float("nan"))
+    R.silu_mul(gate_up, out)
+    torch.testing.assert_close(out, torch.tensor([[0.0, 3.0 / (1 + math.exp(-1.0)), 0.0]]))
+
+
+def test_embedding_and_linear_write_into_out() -> None:
+    table = torch.randn(10, 4)
+    ids = torch.tensor([3, 3, 9])
+    out = torch.empty(3, 4)
+    ptr = out.data_ptr()
+    R.embedding(ids, table, out)
+    assert torch.equal(out, table[ids]) and out.data_ptr() == ptr
+    x, w = torch.randn(2, 4), torch.randn(5, 4)  # w [N, K]
+    y, g = torch.empty(2, 5), torch.empty(2, 5)
+    R.linear(x, w, y)
+    R.gemv(x, w, g)
+    torch.testing.assert_close(y, x @ w.T)
+    torch.testing.assert_close(g, x @ w.T)
+
+
+def test_reference_ops_work_in_bf16() -> None:
+    ops = get_ops("cpu")
+    b, h, nh, nkv, d = 2, 32, 4, 2, 8
+    bf = torch.bfloat16
+    x, res, w = torch.randn(b, h, dtype=bf), torch.randn(b, h, dtype=bf), torch.randn(h, dtype=bf)
+    out = torch.empty(b, h, dtype=bf)
+    ops.add_rmsnorm(x, res, w, 1e-5, out)
+    qkv = torch.randn(b, (nh + 2 * nkv) * d, dtype=bf)
+    pos = torch.tensor([1, 3])
+    q, k, v = qkv[:, : nh * d], qkv[:, nh * d : (nh + nkv) * d], qkv[:, (nh + nkv) * d :]
+    ops.rotary(q, k, pos, 10000.0, d)
+    kc, vc = torch.zeros(b, 4, nkv, d, dtype=bf), torch.zeros(b, 4, nkv, d, dtype=bf)
+    ops.kv_write(k, v, kc, vc, pos)
+    plan = ops.attention_plan(b, 4, nh, nkv, d, "cpu")
+    att = torch.empty(b, nh * d, dtype=bf)
+    ops.attention(q, kc, vc, 4, att, d**-0.5, plan)
+    act = torch.empty(b, 16, dtype=bf)
+    ops.silu_mul(torch.randn(b, 32, dtype=bf), act)
+    for t in (out, res, qkv, kc, att, act):
+        assert t.dtype == bf and torch.isfinite(t.float()).all()
+
+
+def test_attention_split_heuristic() -> None:
+    # B=1, 8 kv heads, C=1024 on 132 SMs: 8 pairs would idle 124 SMs, so the context is split (16 tiles of 64).
+    assert attention_splits(1, 8, 1024, 132) == 16
+    assert attention_kernels(1, 8, 1024, 132) == 2
+    # B=256: 2048 pairs fill the chip: one split, no reduce kernel.
+    assert attention_splits(256, 8, 1024, 132) == 1
+    assert attention_kernels(256, 8, 1024, 132) == 1
+    assert attention_kernels(64, 8, 1024, 132) == 1
+    # a context of one tile cannot be split
+    assert attention_splits(1, 8, ATTN_BLOCK_N, 132) == 1
+    # long context, B=1: ~2 programs per SM (33 wanted; 512 tiles cut evenly into 16-tile splits gives 32)
+    assert attention_splits(1, 8, 32768, 132) == 32
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5, 13, 16, 64, 256])
+@pytest.mark.parametrize("nkv", [1, 2, 8])
+@pytest.mark.parametrize("ctx", [1, 63, 64, 65, 1000, 1024, 8192])
+def test_attention_splits_cover_the_context(batch: int, nkv: int, ctx: int) -> None:
+    splits = attention_splits(batch, nkv, ctx, 132)
+    tokens = attention_split_tokens(splits, ctx)
+    assert tokens % ATTN_BLOCK_N == 0
+    assert (splits - 1) * tokens < ctx <= splits * tokens  # every split non-empty, all tokens covered
+    assert splits <= attention_max_splits(batch, nkv, ctx, 132)
+    for smaller in (1, ctx // 2, ctx - 1):  # the plan's workspace fits every shorter context
+        if smaller >= 1:
+            assert attention_splits(batch, nkv, smaller, 132) <= attention_max_splits(batch, nkv, ctx, 132)
+    assert cdiv(ctx, ATTN_BLOCK_N) >= splits
+
+
+def test_attention_plan_workspace_shapes() -> None:
+    plan = R.make_attention_plan(2, 1024, 32, 8, 128, "cpu", num_sms=132)
+    assert isinstance(plan, AttentionPlan)
+    assert plan.max_splits == attention_max_splits(2, 8, 1024, 132) > 1
+    assert plan.partial_out is not None and plan.partial_out.shape == (2, 32, plan.max_splits, 128)
+    assert plan.partial_max is not None and plan.partial_max.dtype == F32
+    assert plan.kernels() == 2 and plan.kernels(64) == 1
+    big = R.make_attention_plan(256, 1024, 32, 8, 128, "cpu", num_sms=132)
+    assert big.max_splits == 1 and big.partial_out is None  # never splits: no workspace
+    assert get_ops("cpu").attention_plan(2, 1024, 32, 8, 128, "cpu").partial_out is None  # reference needs none
