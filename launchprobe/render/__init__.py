@@ -134,3 +134,48 @@ def write_text(text: str, output: Path, *, append: bool = False, force: bool = F
         output.write_text(text)
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+
+
+COMPARE_FORMATS = ("table", "plain", "markdown", "json")
+
+
+def emit_comparison(
+    comparison: Any,
+    *,
+    fmt: str | None,
+    output: Path | None,
+    console: Console | None = None,
+    force: bool = False,
+    labels: tuple[str, str] = ("base", "new"),
+    runs: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
+) -> None:
+    """Render a launchprobe.compare.Comparison like ``emit`` renders a run (no csv)."""
+    from launchprobe.render import comparison as comparison_report
+    from launchprobe.render.markdown import report_markdown
+    from launchprobe.render.terminal import print_report
+
+    fmt = pick_format(fmt, output)
+    if fmt not in COMPARE_FORMATS:
+        raise UsageError(f"compare cannot write {fmt}; choose one of {', '.join(COMPARE_FORMATS)}")
+    report = comparison_report.build(comparison, *labels, *runs)
+    if fmt == "json":
+        text = comparison_report.to_json(comparison, *labels) + "\n"
+    elif fmt == "markdown":
+        text = report_markdown(report)
+    elif output is not None:
+        text = plain_text(lambda c: print_report(report, c))
+    else:
+        if console is None:
+            from launchprobe.console import make_console
+
+            console = make_console(plain=True if fmt == "plain" else None)
+        if fmt == "plain" and not _is_plain(console):
+            from launchprobe.console import make_console
+
+            console = make_console(console.file, plain=True, width=console.width)  # type: ignore[arg-type]
+        print_report(report, console)
+        return
+    if output is not None:
+        write_text(text, output, append=fmt == "markdown", force=force)
+    else:
+        (console or Console()).out(text, highlight=False, end="")

@@ -37,9 +37,7 @@ def _header(run: dict[str, Any]) -> list[tuple[str, str]]:
     source = v.mapping(run.get("source"))
     fields = [("source", f"{v.text(source.get('path'))} ({v.text(source.get('format'))})")]
     versions = [
-        f"{k} {val}"
-        for k, val in source.items()
-        if k not in SOURCE_KEYS_SHOWN and isinstance(val, str | int | float)
+        f"{k} {val}" for k, val in source.items() if k not in SOURCE_KEYS_SHOWN and isinstance(val, str | int | float)
     ]
     if versions:
         fields.append(("read from", ", ".join(versions)))
@@ -81,9 +79,7 @@ def _windows_table(rows: list[dict[str, Any]]) -> Table:
         "window", "device", "kernels", "GPU ops", "kernels\n/launch", "span ms", "busy ms", "idle",
         "host\nwait", "short\ngaps", "other\nidle", "verdict",
     ]  # fmt: skip
-    note = (
-        "idle split as shares of the span: host wait (launch came after the GPU went idle), short gaps, other"
-    )
+    note = "idle split as shares of the span: host wait (launch came after the GPU went idle), short gaps, other"
     return Table(title="Windows", columns=columns, rows=body, align="llrrrrrrrrrl", note=note)
 
 

@@ -37,9 +37,7 @@ def is_plan(run: dict[str, Any]) -> bool:
 
 def build(run: dict[str, Any]) -> Report:
     plan = is_plan(run)
-    report = Report(
-        title="launchprobe classify" + (" --plan (cost model only, nothing measured)" if plan else "")
-    )
+    report = Report(title="launchprobe classify" + (" --plan (cost model only, nothing measured)" if plan else ""))
     report.fields = _header(run)
     report.notices = common.notices(run) + [
         f"{u.get('mode', '?')} unavailable: {u.get('reason', 'no reason given')}"
@@ -200,9 +198,7 @@ def _speedups(run: dict[str, Any], rows: list[dict[str, Any]]) -> Table | None:
                 other = by_key.get((mode, batch))
                 entry[f"{mode}_vs_eager"] = eager / other if eager and other else None
             records.append(entry)
-    if not any(
-        v.number(s.get(k)) is not None for s in records for k in ("full_vs_eager", "piecewise_vs_eager")
-    ):
+    if not any(v.number(s.get(k)) is not None for s in records for k in ("full_vs_eager", "piecewise_vs_eager")):
         return None
     body = [
         [v.integer(s.get("batch")), v.ratio(s.get("full_vs_eager")), v.ratio(s.get("piecewise_vs_eager"))]
@@ -303,24 +299,22 @@ def _kernel_pass_lines(kp: dict[str, Any]) -> list[str]:
     )
     overhead = v.number(kp.get("overhead_fraction"))
     if overhead is not None:
-        cost += f" (+{overhead * 100:.0f}%)"
+        cost += f" ({overhead:+.0%})"
+    lines = [gap_line, cost]
     if v.number(kp.get("event_cost_ns")) is not None:
-        cost += f"; event cost {v.sig(kp['event_cost_ns'], 1e-3)} us"
-    corrected = any(
-        isinstance(k, dict) and k.get("gap_corrected_ns") is not None for k in kp.get("kernels") or []
-    )
-    if corrected:
-        cost += "; corrected gaps subtract it"
-    return [gap_line, cost]
+        corrected = any(isinstance(k, dict) and k.get("gap_corrected_ns") is not None for k in kp.get("kernels") or [])
+        lines.append(
+            f"event cost {v.sig(kp['event_cost_ns'], 1e-3)} us per kernel"
+            + ("; corrected gaps subtract it" if corrected else "")
+        )
+    return lines
 
 
 def _busy_intervals(kernels: Any) -> list[tuple[int, int]]:
     spans = sorted(
         (int(k["start_ns"]), int(k["end_ns"]))
         for k in kernels or []
-        if isinstance(k, dict)
-        and v.number(k.get("start_ns")) is not None
-        and v.number(k.get("end_ns")) is not None
+        if isinstance(k, dict) and v.number(k.get("start_ns")) is not None and v.number(k.get("end_ns")) is not None
     )
     merged: list[tuple[int, int]] = []
     for start, end in spans:

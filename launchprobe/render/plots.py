@@ -1,11 +1,264 @@
-"""PNG pictures of a run (matplotlib, Agg backend, imported only when plotting)."""
+"""PNG pictures of a run: matplotlib (imported only here, only when plotting), drawn on the Agg canvas without
+pyplot's global state. Every plot function returns a Plot holding the figure and the arrays it drew, so tests
+check the data, not pixels.
+
+classify: the one-step timeline per batch (eager vs piecewise vs full, from ``kernel_pass``), the regime map
+(tokens/s against batch per mode, the verdict marked at each point) and the gap histogram; without a per-kernel
+pass, busy and idle time per step instead of the timeline. analyze: busy and idle split per window.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launchprobe.errors import UsageError
+from launchprobe.render import values as v
+from launchprobe.render.classify import MODE_ORDER, results, step_span_ns
+from launchprobe.render.classify import _busy_intervals as busy_intervals
 
-def write_plots(run: dict[str, Any], directory: Path) -> list[Path]:
-    """Write every picture that the run has data for into ``directory``; return the files written."""
-    return []
+MODE_COLORS = {"eager": "#d62728", "piecewise": "#ff7f0e", "full": "#2ca02c"}
+VERDICT_MARKERS = {"launch-bound": "o", "memory-bound": "s", "compute-bound": "^"}
+IDLE_COLOR = "#e6e6e6"
+DPI = 110
+
+
+@dataclass
+class Plot:
+    name: str  # file stem
+    figure: Any  # matplotlib.figure.Figure
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _mode_order(mode: Any) -> int:
+    return MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
+
+
+def _passes(run: dict[str, Any]) -> dict[Any, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """Per batch, the results that carry a per-kernel pass, in mode order."""
+    out: dict[Any, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for r in results(run):
+        kp = r.get("kernel_pass")
+        if isinstance(kp, dict) and busy_intervals(kp.get("kernels")):
+            out.setdefault(r.get("batch"), []).append((r, kp))
+    return out
+
+
+def plot_timeline(run: dict[str, Any], batch: Any) -> Plot | None:
+    """One instrumented step per mode on a shared time axis: kernels as bars, idle as the grey between."""
+    passes = _passes(run).get(batch)
+    if not passes:
+        return None
+    rows: list[dict[str, Any]] = []
+    for r, kp in passes:
+        busy = busy_intervals(kp.get("kernels"))
+        rows.append(
+            {
+                "mode": str(r.get("mode")),
+                "busy_ms": [(start / 1e6, (end - start) / 1e6) for start, end in busy],
+                "step_ms": step_span_ns(kp) / 1e6,
+                "clean_step_ms": v.number(kp.get("clean_step_ms")),
+            }
+        )
+    fig = _figure(11, 1.1 + 0.75 * len(rows))
+    ax = fig.add_subplot()
+    longest = max(row["step_ms"] for row in rows)
+    for y, row in enumerate(reversed(rows)):
+        ax.broken_barh([(0, row["step_ms"])], (y - 0.35, 0.7), facecolors=IDLE_COLOR)
+        ax.broken_barh(row["busy_ms"], (y - 0.35, 0.7), facecolors=MODE_COLORS.get(row["mode"], "#1f77b4"))
+        busy = sum(d for _, d in row["busy_ms"])
+        text = f" {row['step_ms']:.2f} ms, {busy / row['step_ms']:.0%} busy"
+        if row["clean_step_ms"]:
+            text += f" (clean {row['clean_step_ms']:.2f} ms)"
+        ax.text(row["step_ms"], y, text, va="center", fontsize=9)
+    ax.set_yticks(range(len(rows)), [row["mode"] for row in reversed(rows)])
+    ax.set_xlim(0, longest * 1.35)
+    ax.set_xlabel("time from step start (ms)")
+    ax.set_title(f"One decode step at batch {v.integer(batch)}: GPU busy (coloured) vs idle (grey)")
+    from matplotlib.patches import Patch
+
+    ax.legend(
+        handles=[
+            Patch(color="#555555", label="kernel running (mode colour)"),
+            Patch(color=IDLE_COLOR, label="GPU idle"),
+        ],
+        loc="lower right",
+        fontsize=8,
+    )
+    ax.grid(axis="x", alpha=0.3)
+    return Plot(f"timeline-b{v.integer(batch)}", fig, {"batch": batch, "rows": rows})
+
+
+def plot_busy_idle(run: dict[str, Any]) -> Plot | None:
+    """Without a per-kernel pass: busy and idle ms per step for each (mode, batch)."""
+    rows = [
+        (f"{r.get('mode')} b={v.integer(r.get('batch'))}", v.number(r.get("gpu_busy_ms")), r)
+        for r in results(run)
+        if v.number(r.get("gpu_busy_ms")) is not None and v.number(r.get("step_ms_median"))
+    ]
+    if not rows:
+        return None
+    labels = [label for label, _, _ in rows]
+    busy = [b or 0.0 for _, b, _ in rows]
+    step = [float(r["step_ms_median"]) for _, _, r in rows]
+    idle = [max(0.0, s - b) for s, b in zip(step, busy, strict=True)]
+    fig = _figure(9, 1.2 + 0.35 * len(rows))
+    ax = fig.add_subplot()
+    ys = list(range(len(rows)))[::-1]
+    ax.barh(ys, busy, color="#1f77b4", label="GPU busy")
+    ax.barh(ys, idle, left=busy, color=IDLE_COLOR, edgecolor="#999999", label="GPU idle")
+    ax.set_yticks(ys, labels)
+    ax.set_xlabel("time per decode step (ms)")
+    ax.set_title("Where each decode step goes: GPU busy vs idle (median step)")
+    ax.legend(loc="lower right", fontsize=8)
+    return Plot("busy-idle", fig, {"labels": labels, "busy_ms": busy, "idle_ms": idle})
+
+
+def plot_regime(run: dict[str, Any]) -> Plot | None:
+    """Tokens/s against batch size per mode, the verdict marked at each point; the memory floor's tokens/s dashed."""
+    by_mode: dict[str, list[tuple[float, float, str]]] = {}
+    roof: dict[float, float] = {}
+    for r in results(run):
+        batch, tps = v.number(r.get("batch")), v.number(r.get("tokens_per_s"))
+        floor = v.number(r.get("memory_floor_ms"))
+        if batch is not None and floor:
+            roof[batch] = batch / floor * 1e3
+        if batch is not None and tps is not None:
+            by_mode.setdefault(str(r.get("mode")), []).append((batch, tps, str(r.get("verdict") or "?")))
+    if not by_mode:
+        return None
+    fig = _figure(8, 5)
+    ax = fig.add_subplot()
+    from matplotlib.lines import Line2D
+
+    for mode in sorted(by_mode, key=_mode_order):
+        points = sorted(by_mode[mode])
+        color = MODE_COLORS.get(mode, "#1f77b4")
+        ax.plot([p[0] for p in points], [p[1] for p in points], color=color, label=mode, lw=1.5)
+        for batch, tps, verdict in points:
+            ax.scatter(batch, tps, marker=VERDICT_MARKERS.get(verdict, "x"), s=60, color=color, zorder=3)
+    if roof:
+        xs = sorted(roof)
+        ax.plot(xs, [roof[x] for x in xs], "k--", lw=1, label="memory floor: batch / (bytes / HBM ceiling)")
+    handles, _ = ax.get_legend_handles_labels()
+    verdicts = sorted({p[2] for pts in by_mode.values() for p in pts})
+    handles += [
+        Line2D([], [], marker=VERDICT_MARKERS.get(vd, "x"), color="grey", ls="", label=vd, markersize=8)
+        for vd in verdicts
+    ]
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (sequences per step, log scale)")
+    ax.set_ylabel("tokens/s (log scale)")
+    shape = v.get(run, "shape", "name") or v.get(run, "config", "shape") or ""
+    ax.set_title(f"Regime map {shape}: tokens/s by batch, marker = verdict".replace("  ", " "))
+    ax.grid(alpha=0.3, which="both")
+    data = {"series": {m: sorted(p) for m, p in by_mode.items()}, "memory_roof": roof}
+    return Plot("regime", fig, data)
+
+
+def plot_gaps(run: dict[str, Any], batch: Any) -> Plot | None:
+    """Histogram of the gap before each kernel, per mode, on log-spaced bins (us)."""
+    passes = _passes(run).get(batch)
+    if not passes:
+        return None
+    import numpy as np
+
+    floor_us = 0.5  # CUDA event resolution: smaller gaps land in the first bin
+    gaps = {
+        str(r.get("mode")): [
+            max(floor_us, float(k["gap_before_ns"]) / 1e3)
+            for k in kp.get("kernels") or []
+            if isinstance(k, dict) and v.number(k.get("gap_before_ns")) is not None
+        ]
+        for r, kp in passes
+    }
+    gaps = {m: g for m, g in gaps.items() if g}
+    if not gaps:
+        return None
+    top = max(max(g) for g in gaps.values())
+    bins = np.logspace(np.log10(floor_us), np.log10(max(top * 1.05, floor_us * 10)), 40)
+    fig = _figure(8, 4.5)
+    ax = fig.add_subplot()
+    counts = {}
+    for mode in sorted(gaps, key=_mode_order):
+        hist, _, _ = ax.hist(gaps[mode], bins=bins, histtype="step", lw=2, color=MODE_COLORS.get(mode), label=mode)
+        counts[mode] = [int(c) for c in hist]
+    ax.set_xscale("log")
+    ax.set_xlabel(f"idle gap before a kernel (us, log scale; <= {floor_us} us in the first bin)")
+    ax.set_ylabel("kernels per step")
+    ax.set_title(f"Gaps between kernels at batch {v.integer(batch)} (instrumented pass)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return Plot(f"gaps-b{v.integer(batch)}", fig, {"batch": batch, "gaps_us": gaps, "bins_us": list(bins),
+                                                  "counts": counts})  # fmt: skip
+
+
+def plot_windows(run: dict[str, Any]) -> Plot | None:
+    """analyze: each window's span split into busy, host wait, short gaps and other idle."""
+    windows = [w for w in run.get("windows") or [] if isinstance(w, dict) and v.number(w.get("span_ns"))]
+    if not windows:
+        return None
+    parts = [
+        ("busy_ns", "GPU busy", "#1f77b4"),
+        ("idle_host_wait_ns", "idle: host wait", "#d62728"),
+        ("idle_short_gap_ns", "idle: short gaps", "#ff7f0e"),
+        ("idle_other_ns", "idle: other", "#bbbbbb"),
+    ]
+    labels = [f"{w.get('name')} #{i} (dev {w.get('device')})" for i, w in enumerate(windows)]
+    values = {key: [(v.number(w.get(key)) or 0.0) / 1e6 for w in windows] for key, _, _ in parts}
+    fig = _figure(9, 1.3 + 0.35 * len(windows))
+    ax = fig.add_subplot()
+    ys = list(range(len(windows)))[::-1]
+    left = [0.0] * len(windows)
+    for key, label, color in parts:
+        ax.barh(ys, values[key], left=left, color=color, label=label)
+        left = [a + b for a, b in zip(left, values[key], strict=True)]
+    ax.set_yticks(ys, labels)
+    ax.set_xlabel("time in window (ms)")
+    ax.set_title("Where each window's time went: GPU busy and the idle split")
+    fig.legend(fontsize=8, loc="outside right upper")
+    return Plot("windows", fig, {"labels": labels, "ms": values})
+
+
+def make_plots(run: dict[str, Any]) -> list[Plot]:
+    """Every picture the run has data for."""
+    if run.get("kind") == "analyze":
+        plots = [plot_windows(run)]
+    else:
+        batches = sorted(_passes(run), key=lambda b: v.number(b) or 0)
+        plots = [plot_timeline(run, b) for b in batches] or [plot_busy_idle(run)]
+        plots.append(plot_regime(run))
+        plots += [plot_gaps(run, b) for b in batches]
+    return [p for p in plots if p is not None]
+
+
+def write_plots(run: dict[str, Any], directory: Path, *, force: bool = False) -> list[Path]:
+    """Write every picture the run has data for into ``directory`` (created if missing); return the files.
+    An existing PNG of the same name is replaced only with ``force``."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--plot {directory}: not a folder")
+    plots = make_plots(run)
+    paths = [directory / f"{p.name}.png" for p in plots]
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise UsageError(f"{', '.join(existing)} already exist; choose another folder or pass --force")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for plot, path in zip(plots, paths, strict=True):
+            plot.figure.savefig(path, dpi=DPI)
+    except OSError as exc:
+        raise UsageError(f"cannot write plots to {directory}: {exc.strerror}") from None
+    return paths

@@ -25,13 +25,11 @@ def is_plain(console: Console) -> bool:
 def print_report(report: Report, console: Console) -> None:
     plain = is_plain(console)
     console.print(Text(report.title, style="bold"))
-    if report.fields:
-        grid = RichTable.grid(padding=(0, 2))
-        grid.add_column(style="dim" if not plain else "", no_wrap=True)
-        grid.add_column()
-        for name, value in report.fields:
-            grid.add_row(name, _cell(value, plain))
-        console.print(grid)
+    name_width = max((len(name) for name, _ in report.fields), default=0)
+    for name, value in report.fields:
+        line = Text(f"{name:<{name_width}}  ", style="dim")
+        line.append(_cell(value, plain))
+        _print_line(console, line, plain)
     for notice in report.notices:
         console.print(Text(f"! {notice}", style="yellow"))
     for block in report.blocks:
@@ -39,7 +37,7 @@ def print_report(report: Report, console: Console) -> None:
         if isinstance(block, Table):
             _print_table(block, console, plain)
         elif isinstance(block, Lines):
-            _print_lines(block, console)
+            _print_lines(block, console, plain)
         elif isinstance(block, Strips):
             _print_strips(block, console, plain)
 
@@ -62,25 +60,35 @@ def _print_table(block: Table, console: Console, plain: bool) -> None:
     for row in block.rows:
         table.add_row(*(_cell(value, plain) for value in row))
     if plain:
-        # Never wrap a table in a log: widen the render past the console width when it needs more.
+        # Never wrap a table in a log: render it as wide as it needs, then print its lines unwrapped.
         needed = console.measure(table, options=console.options.update(width=10_000)).maximum
-        console.print(table, width=max(console.width, needed), crop=False)
+        options = console.options.update(width=max(console.width, needed))
+        for line in console.render_lines(table, options, pad=False):
+            _print_line(console, Text("".join(segment.text for segment in line).rstrip()), plain)
     else:
         console.print(table)
     if block.note:
         console.print(Text(block.note, style="dim"))
 
 
-def _print_lines(block: Lines, console: Console) -> None:
+def _print_line(console: Console, line: Text, plain: bool) -> None:
+    """One line; a plain console (a log) never wraps it."""
+    if plain:
+        console.print(line, crop=False, overflow="ignore", no_wrap=True)
+    else:
+        console.print(line)
+
+
+def _print_lines(block: Lines, console: Console, plain: bool) -> None:
     if block.title:
         console.print(Text(block.title, style="bold"))
     for line in block.lines:
-        console.print(Text(f"  {line}"))
+        _print_line(console, Text(f"  {_cell(line, plain)}"), plain)
 
 
 def _print_strips(block: Strips, console: Console, plain: bool) -> None:
-    console.print(Text(block.title, style="bold"))
     busy_char, idle_char = ("#", ".") if plain else ("█", "·")
+    console.print(Text(f"{block.title} ({busy_char} busy, {idle_char} idle)", style="bold"))
     label_width = max((len(s.label) for s in block.strips), default=0)
     caption_width = max((len(s.caption) for s in block.strips), default=0)
     width = max(20, min(STRIP_MAX, console.width - label_width - caption_width - 6))
@@ -89,6 +97,6 @@ def _print_strips(block: Strips, console: Console, plain: bool) -> None:
         line = Text(f"  {strip.label:<{label_width}} |")
         line.append(cells, style="" if plain else "green")
         line.append(f"|{' ' * (width - len(cells))} {strip.caption}")
-        console.print(line, crop=False, overflow="ignore", no_wrap=True)
+        _print_line(console, line, True)
     if block.note:
         console.print(Text(block.note, style="dim"))

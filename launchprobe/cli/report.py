@@ -1,0 +1,38 @@
+"""`launchprobe report RUN.json`: re-render a saved run without re-running anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from launchprobe.render import FORMATS
+
+
+@click.command()
+@click.argument("run_file", metavar="RUN.json", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Default: by --output extension, else table.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write here (markdown appends to it).")
+@click.option("--force", is_flag=True, help="Overwrite an existing --output file or plots.")
+@click.option("--plot", "plot_dir", type=click.Path(path_type=Path, file_okay=False), help="Write PNGs here.")
+def report(run_file: Path, fmt: str | None, output: Path | None, force: bool, plot_dir: Path | None) -> None:
+    """Re-render RUN.json (from classify or analyze) as a table, plain text, markdown, JSON or CSV.
+
+    \b
+    Examples:
+      launchprobe report run.json
+      launchprobe report run.json --format markdown --output "$GITHUB_STEP_SUMMARY"
+      launchprobe report run.json --output run.csv
+      launchprobe report run.json --plot plots/
+    """
+    from launchprobe.render import emit
+    from launchprobe.runfile import load_run
+
+    run = load_run(run_file)
+    emit(run, fmt=fmt, output=output, force=force)
+    if plot_dir is not None:
+        from launchprobe.console import stderr_console
+        from launchprobe.render.plots import write_plots
+
+        for path in write_plots(run, plot_dir, force=force):
+            stderr_console().print(f"wrote {path}", highlight=False)
