@@ -1,0 +1,439 @@
+"""Analysis windows of a trace and the numbers for each: the whole trace, or each instance of matching NVTX ranges,
+per device.
+
+GPU work belongs to a range when its launch call lies inside the range on the same thread (nsys's NVTX projection);
+ops with no launch call in the trace fall back to overlapping the range in time (same process). A range window
+runs from the range's start to its end or the end of the GPU work launched inside it, whichever is later. Busy and
+idle time count every op on the device inside the window (the GPU is busy whoever launched the work); counts,
+launches, queue times and top kernels count only the work attributed to the window. See docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from launchprobe.analysis.idle import (
+    CLASS_NAMES,
+    DEFAULT_SHORT_GAP_NS,
+    HOST_WAIT,
+    OTHER,
+    SHORT_GAP,
+    DeviceOps,
+    device_ops,
+)
+from launchprobe.analysis.intervals import clipped_union_ns
+from launchprobe.analysis.trace_verdict import decide, metric_means
+from launchprobe.errors import NoDataError, UsageError
+from launchprobe.timeline import Timeline
+
+Ints = npt.NDArray[np.int64]
+WHOLE_TRACE = "whole trace"
+LAUNCH_CATEGORIES = ("launch", "graph_launch")
+_PID_SHIFT = np.int64(38)  # join key: pid << 38 | correlation id
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    ranges: tuple[str, ...] = ()  # regexes matched against the whole range name
+    devices: tuple[int, ...] = ()  # empty: every device
+    short_gap_ns: int = DEFAULT_SHORT_GAP_NS
+    same_thread: bool = True  # attribute by launch calls on the range's own thread (nsys projection)
+    top_kernels: int = 10
+    largest_idle: int = 5
+
+
+@dataclass
+class Prepared:
+    """The timeline as flat arrays, GPU ops joined to their launch calls."""
+
+    op_start: Ints
+    op_end: Ints
+    op_device: Ints
+    op_pid: Ints
+    op_kind: Ints  # 0 kernel, 1 memcpy, 2 memset
+    op_name: Ints  # codes into op_names
+    op_names: list[str]
+    op_launch: Ints  # row in the api arrays, -1 when the launch call is not in the trace
+    api_start: Ints
+    api_end: Ints
+    api_pid: Ints
+    api_tid: Ints
+    api_name: Ints
+    api_names: list[str]  # base names (nsys version suffix dropped)
+    api_is_launch: npt.NDArray[np.bool_]
+    devices: dict[int, DeviceOps] = field(default_factory=dict)
+    _api_by_pid: dict[int, tuple[Ints, Ints, Ints]] = field(default_factory=dict)
+
+    def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
+        """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
+        if pid not in self._api_by_pid:
+            rows = np.nonzero(self.api_pid == pid)[0]
+            order = rows[np.argsort(self.api_start[rows], kind="stable")]
+            ends = self.api_end[order]
+            self._api_by_pid[pid] = (order, self.api_start[order], np.maximum.accumulate(ends) if len(ends) else ends)
+        order, starts, max_end = self._api_by_pid[pid]
+        first = int(np.searchsorted(max_end, lo, side="right"))
+        last = int(np.searchsorted(starts, hi, side="left"))
+        if last <= first:
+            return -1
+        cand = order[first:last]
+        overlap = np.minimum(self.api_end[cand], hi) - np.maximum(self.api_start[cand], lo)
+        best = int(np.argmax(overlap))
+        return int(cand[best]) if overlap[best] > 0 else -1
+
+
+def _codes(series: pd.Series) -> tuple[Ints, list[str]]:
+    codes, uniques = pd.factorize(series, sort=False)
+    return codes.astype(np.int64), [str(u) for u in uniques]
+
+
+def base_api_name(name: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (nsys appends the API version)."""
+    return re.sub(r"_v\d+$", "", name)
+
+
+def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
+    ops, api = timeline.gpu_ops, timeline.api_calls
+    kind_codes = {"kernel": 0, "memcpy": 1, "memset": 2}
+    kinds: Ints = np.asarray(ops["kind"].map(kind_codes).fillna(0), dtype=np.int64)
+    op_name, op_names = _codes(ops["name"])
+    api_name_raw, api_names_raw = _codes(api["name"])
+    base = [base_api_name(n) for n in api_names_raw]
+    base_unique = list(dict.fromkeys(base))
+    remap = np.array([base_unique.index(b) for b in base], dtype=np.int64)
+    api_name = remap[api_name_raw] if len(api_name_raw) else api_name_raw
+    prep = Prepared(
+        op_start=ops["start_ns"].to_numpy(dtype=np.int64),
+        op_end=ops["end_ns"].to_numpy(dtype=np.int64),
+        op_device=ops["device"].to_numpy(dtype=np.int64),
+        op_pid=ops["pid"].to_numpy(dtype=np.int64),
+        op_kind=kinds,
+        op_name=op_name,
+        op_names=op_names,
+        op_launch=_join(ops, api),
+        api_start=api["start_ns"].to_numpy(dtype=np.int64),
+        api_end=api["end_ns"].to_numpy(dtype=np.int64),
+        api_pid=api["pid"].to_numpy(dtype=np.int64),
+        api_tid=api["tid"].to_numpy(dtype=np.int64),
+        api_name=api_name,
+        api_names=base_unique,
+        api_is_launch=api["category"].isin(LAUNCH_CATEGORIES).to_numpy(dtype=bool),
+    )
+    all_devices = sorted(int(d) for d in np.unique(prep.op_device))
+    wanted = [d for d in all_devices if not options.devices or d in options.devices]
+    if not wanted:
+        raise NoDataError(
+            f"no GPU work on device {', '.join(map(str, options.devices))}; "
+            f"the trace has devices {', '.join(map(str, all_devices))}"
+        )
+    launch_end = np.where(prep.op_launch >= 0, prep.api_end[np.maximum(prep.op_launch, 0)], -1)
+    for dev in wanted:
+        rows = np.nonzero(prep.op_device == dev)[0].astype(np.int64)
+        prep.devices[dev] = device_ops(
+            dev, prep.op_start[rows], prep.op_end[rows], rows, launch_end[rows], short_gap_ns=options.short_gap_ns
+        )
+    return prep
+
+
+def _join(ops: pd.DataFrame, api: pd.DataFrame) -> Ints:
+    """Row of each op's launch call (same pid and correlation id), -1 when absent."""
+    result = np.full(len(ops), -1, dtype=np.int64)
+    if not len(api) or not len(ops):
+        return result
+    api_corr = api["correlation_id"].to_numpy(dtype=np.int64)
+    api_key = (api["pid"].to_numpy(dtype=np.int64) << _PID_SHIFT) | np.maximum(api_corr, 0)
+    valid = np.nonzero(api_corr >= 0)[0]
+    keys, first = np.unique(api_key[valid], return_index=True)
+    op_corr = ops["correlation_id"].to_numpy(dtype=np.int64)
+    op_key = (ops["pid"].to_numpy(dtype=np.int64) << _PID_SHIFT) | np.maximum(op_corr, 0)
+    pos = np.minimum(np.searchsorted(keys, op_key), max(len(keys) - 1, 0))
+    hit = (op_corr >= 0) & (len(keys) > 0) & (keys[pos] == op_key) if len(keys) else np.zeros(len(ops), bool)
+    result[hit] = valid[first[pos[hit]]]
+    return result
+
+
+# --- windows ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    name: str
+    device: int
+    start_ns: int
+    end_ns: int
+    rows: Ints  # gpu_ops rows attributed to the window
+    instance: int | None = None  # n-th occurrence of this range name
+    pid: int | None = None
+    tid: int | None = None
+
+
+def whole_trace_windows(prep: Prepared) -> list[Window]:
+    return [
+        Window(WHOLE_TRACE, dev, int(d.starts[0]), int(d.max_end[-1]), d.index)
+        for dev, d in prep.devices.items()
+        if len(d)
+    ]
+
+
+def range_windows(timeline: Timeline, prep: Prepared, options: AnalysisOptions) -> list[Window]:
+    ranges = timeline.ranges
+    patterns = []
+    for text in options.ranges:
+        try:
+            patterns.append(re.compile(text))
+        except re.error as exc:
+            raise UsageError(f"--range {text!r} is not a valid regular expression: {exc}") from None
+    names = ranges["name"].astype(str)
+    unique = pd.unique(names)
+    matched = {n for n in unique if any(p.fullmatch(n) for p in patterns)}
+    if not matched:
+        raise NoDataError(_never_occurs(options.ranges, names))
+    sel = ranges[names.isin(matched).to_numpy()].sort_values(["start_ns", "end_ns"], kind="stable")
+    attribute = _Attributor(prep, options.same_thread)
+    windows: list[Window] = []
+    counts: dict[str, int] = {}
+    for name, start, end, pid, tid in zip(
+        sel["name"].astype(str), sel["start_ns"], sel["end_ns"], sel["pid"], sel["tid"], strict=True
+    ):
+        instance = counts.get(name, 0)
+        counts[name] = instance + 1
+        rows = attribute(int(pid), int(tid), int(start), int(end))
+        devices = prep.op_device[rows]
+        for dev in prep.devices:
+            mine = rows[devices == dev]
+            if not len(mine):
+                continue
+            stop = max(int(end), int(prep.op_end[mine].max()))
+            windows.append(Window(name, dev, int(start), stop, mine, instance, int(pid), int(tid)))
+    if not windows:
+        raise NoDataError(
+            f"range(s) {', '.join(sorted(matched))} occur {len(sel)} time(s), but no GPU work on the analysed "
+            "device(s) was launched inside them"
+        )
+    return windows
+
+
+def _never_occurs(patterns: Sequence[str], names: pd.Series) -> str:
+    common = names.value_counts().head(8)
+    listing = ", ".join(f"{n!r} x{c}" for n, c in common.items()) or "none"
+    return (
+        f"no NVTX range or annotation matches {', '.join(repr(p) for p in patterns)} (the whole name must match); "
+        f"most common ranges in the trace: {listing}"
+    )
+
+
+class _Attributor:
+    """Finds the ops launched inside a host range, and unlaunched ops overlapping it."""
+
+    def __init__(self, prep: Prepared, same_thread: bool) -> None:
+        self.prep = prep
+        self.same_thread = same_thread
+        launched = np.nonzero(prep.op_launch >= 0)[0]
+        calls = prep.op_launch[launched]
+        pid, tid, start = prep.api_pid[calls], prep.api_tid[calls], prep.api_start[calls]
+        if not same_thread:
+            tid = np.zeros_like(tid)
+        order = np.lexsort((start, tid, pid))
+        self.rows, self.lstart = launched[order], start[order]
+        pid, tid = pid[order], tid[order]
+        self.groups: dict[tuple[int, int], tuple[int, int]] = {}
+        if len(order):
+            cut = np.nonzero((np.diff(pid) != 0) | (np.diff(tid) != 0))[0] + 1
+            bounds = np.concatenate([[0], cut, [len(order)]])
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+                self.groups[(int(pid[a]), int(tid[a]))] = (int(a), int(b))
+        orphans = np.nonzero(prep.op_launch < 0)[0]
+        self.orphans: dict[int, tuple[Ints, Ints, Ints]] = {}
+        for p in np.unique(prep.op_pid[orphans]):
+            rows = orphans[prep.op_pid[orphans] == p]
+            rows = rows[np.argsort(prep.op_start[rows], kind="stable")]
+            self.orphans[int(p)] = (rows, prep.op_start[rows], np.maximum.accumulate(prep.op_end[rows]))
+
+    def __call__(self, pid: int, tid: int, start: int, end: int) -> Ints:
+        parts = []
+        group = self.groups.get((pid, tid if self.same_thread else 0))
+        if group:
+            a, b = group
+            lo = a + int(np.searchsorted(self.lstart[a:b], start, side="left"))
+            hi = a + int(np.searchsorted(self.lstart[a:b], end, side="right"))
+            parts.append(self.rows[lo:hi])
+        if pid in self.orphans:
+            rows, starts, max_end = self.orphans[pid]
+            first = int(np.searchsorted(max_end, start, side="right"))
+            last = int(np.searchsorted(starts, end, side="left"))
+            cand = rows[first:last]
+            parts.append(cand[self.prep.op_end[cand] > start])
+        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+
+# --- per-window numbers -----------------------------------------------------------------------------------------
+
+
+def percentile(values: npt.ArrayLike, q: float) -> int | None:
+    """Smallest value with at least ``q`` percent of the values at or below it (inverted CDF); None if empty."""
+    arr = np.asarray(values)
+    if not len(arr):
+        return None
+    return int(np.percentile(arr, q, method="inverted_cdf"))
+
+
+def distribution(values: npt.ArrayLike) -> dict[str, Any]:
+    arr = np.asarray(values, dtype=np.int64)
+    if not len(arr):
+        return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "mean": None}
+    return {
+        "count": len(arr),
+        "p50": percentile(arr, 50),
+        "p90": percentile(arr, 90),
+        "p99": percentile(arr, 99),
+        "max": int(arr.max()),
+        "mean": round(float(arr.mean()), 1),
+    }
+
+
+def window_record(window: Window, prep: Prepared, timeline: Timeline, options: AnalysisOptions) -> dict[str, Any]:
+    dev = prep.devices[window.device]
+    ws, we = window.start_ns, window.end_ns
+    span = we - ws
+    near = dev.overlapping(ws, we)
+    busy = clipped_union_ns(dev.starts[near], dev.ends[near], ws, we)
+    i_start, i_end, i_next, i_cls = dev.idle_in(ws, we)
+    lengths = i_end - i_start
+    split = [int(lengths[i_cls == c].sum()) for c in (HOST_WAIT, SHORT_GAP, OTHER)]
+    rows = window.rows
+    kinds = prep.op_kind[rows]
+    launch = _launch_numbers(prep, rows)
+    metrics = metric_means(timeline.metrics, window.device, ws, we)
+    verdict = decide(
+        span_ns=span,
+        busy_ns=busy,
+        host_wait_ns=split[0],
+        short_gap_ns=split[1],
+        other_ns=split[2],
+        metrics=metrics,
+        source_has_metrics=timeline.metrics is not None and len(timeline.metrics) > 0,
+    )
+    record: dict[str, Any] = {
+        "name": window.name,
+        "device": window.device,
+        "instance": window.instance,
+        "pid": window.pid,
+        "tid": window.tid,
+        "start_ns": ws,
+        "end_ns": we,
+        "span_ns": span,
+        "kernels": int((kinds == 0).sum()),
+        "gpu_ops": len(rows),
+        "memcpys": int((kinds == 1).sum()),
+        "memsets": int((kinds == 2).sum()),
+        **launch,
+        "busy_ns": busy,
+        "idle_ns": span - busy,
+        "idle_fraction": round((span - busy) / span, 6) if span > 0 else None,
+        "idle_host_wait_ns": split[0],
+        "idle_short_gap_ns": split[1],
+        "idle_other_ns": split[2],
+        "idle_stretches": len(lengths),
+        "gap_p50_ns": percentile(lengths, 50),
+        "gap_p90_ns": percentile(lengths, 90),
+        "gap_p99_ns": percentile(lengths, 99),
+        "gap_max_ns": int(lengths.max()) if len(lengths) else None,
+        "top_kernels": _top_kernels(prep, rows, options.top_kernels),
+        "largest_idle": _largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle),
+        "metrics": None
+        if metrics is None
+        else {
+            "dram_pct": metrics.dram_pct,
+            "compute_pct": metrics.compute_pct,
+            "compute_metric": metrics.compute_metric,
+            "samples": metrics.samples,
+        },
+        "verdict": verdict.verdict,
+        "verdict_reason": verdict.reason,
+    }
+    return record
+
+
+def _launch_numbers(prep: Prepared, rows: Ints) -> dict[str, Any]:
+    calls_all = prep.op_launch[rows]
+    has = calls_all >= 0
+    calls, op_rows = calls_all[has], rows[has]
+    is_launch = prep.api_is_launch[calls]
+    calls, op_rows = calls[is_launch], op_rows[is_launch]
+    unique, first_pos = np.unique(calls, return_index=True)
+    names = prep.api_name[unique]
+    launches: dict[str, int] = {}
+    for code, count in zip(*np.unique(names, return_counts=True), strict=True):
+        launches[prep.api_names[int(code)]] = int(count)
+    launched_kernels = int((prep.op_kind[op_rows] == 0).sum())
+    # queue time: first op of each call starts minus the call's end (negative: started before the call returned)
+    first_start = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
+    if len(unique):
+        np.minimum.at(first_start, np.searchsorted(unique, calls), prep.op_start[op_rows])
+    api_ns = prep.api_end[unique] - prep.api_start[unique]
+    queue_ns = first_start - prep.api_end[unique]
+    return {
+        "launches": dict(sorted(launches.items(), key=lambda kv: -kv[1])),
+        "launch_calls": len(unique),
+        "kernels_per_launch": round(launched_kernels / len(unique), 3) if len(unique) else None,
+        "ops_without_launch": int((~has).sum()),
+        "launch_api_ns": distribution(api_ns),
+        "queue_ns": distribution(queue_ns),
+    }
+
+
+def _top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
+    k = rows[prep.op_kind[rows] == 0]
+    if not len(k) or top <= 0:
+        return []
+    codes = prep.op_name[k]
+    durations = prep.op_end[k] - prep.op_start[k]
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    totals = np.bincount(inverse, weights=durations).astype(np.int64)
+    counts = np.bincount(inverse)
+    grand = int(durations.sum())
+    order = np.argsort(-totals, kind="stable")[:top]
+    return [
+        {
+            "name": prep.op_names[int(uniq[i])],
+            "count": int(counts[i]),
+            "total_ns": int(totals[i]),
+            "mean_ns": int(round(totals[i] / counts[i])),
+            "share": round(int(totals[i]) / grand, 4) if grand else None,
+        }
+        for i in order
+    ]
+
+
+def _largest_idle(
+    prep: Prepared, dev: DeviceOps, starts: Ints, ends: Ints, nxt: Ints, cls: Ints, top: int
+) -> list[dict[str, Any]]:
+    if not len(starts) or top <= 0:
+        return []
+    order = np.argsort(-(ends - starts), kind="stable")[:top]
+    out = []
+    for i in order:
+        a, b, pos = int(starts[i]), int(ends[i]), int(nxt[i])
+        row = int(dev.index[pos]) if pos >= 0 else -1
+        launch = int(prep.op_launch[row]) if row >= 0 else -1
+        pid = int(prep.op_pid[row]) if row >= 0 else int(prep.op_pid[dev.index[-1]])
+        host = prep.api_in_flight(pid, a, b)
+        out.append(
+            {
+                "start_ns": a,
+                "end_ns": b,
+                "duration_ns": b - a,
+                "kind": CLASS_NAMES[int(cls[i])],
+                "next_op": prep.op_names[int(prep.op_name[row])] if row >= 0 else None,
+                "next_launch": prep.api_names[int(prep.api_name[launch])] if launch >= 0 else None,
+                "host_api_in_flight": prep.api_names[int(prep.api_name[host])] if host >= 0 else None,
+            }
+        )
+    return out

@@ -1,0 +1,98 @@
+"""`launchprobe nsys -- CMD...`: profile a command under nsys, export, analyse, render. The work is in
+launchprobe.collect.nsys_run and launchprobe.analysis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from launchprobe.cli.analyze import analysis_options, emit_run, make_options
+
+EPILOG = """\b
+Examples:
+  launchprobe nsys -- python serve.py --model my-model
+  launchprobe nsys --dir prof --range 'decode_step.*' -- python bench.py
+  launchprobe nsys --capture-cuda-profiler-api --gpu-metrics-devices all -- python bench.py
+  launchprobe nsys --nsys-arg=--duration=30 -- python serve.py
+"""
+
+
+@click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder for the report, its SQLite export and the run file (default: launchprobe-nsys-<time>).",
+)
+@click.option("--name", default="report", show_default=True, help="Base name of the report files.")
+@click.option("--capture-nvtx", metavar="RANGE", help="Collect only inside this NVTX range (nsys --nvtx-capture).")
+@click.option(
+    "--capture-cuda-profiler-api",
+    is_flag=True,
+    help="Collect only between cudaProfilerStart and cudaProfilerStop.",
+)
+@click.option(
+    "--gpu-metrics-devices",
+    metavar="all|N[,N]",
+    help="Sample GPU metrics (DRAM throughput, SM and tensor activity) so GPU-bound windows resolve into memory- "
+    "or compute-bound.",
+)
+@click.option(
+    "--nsys-arg", "extra_args", multiple=True, metavar="ARG", help="Extra argument for nsys profile (repeatable)."
+)
+@click.option("--remove-files", is_flag=True, help="Delete the report and its SQLite export after the analysis.")
+@analysis_options
+def nsys(
+    command: tuple[str, ...],
+    directory: Path | None,
+    name: str,
+    capture_nvtx: str | None,
+    capture_cuda_profiler_api: bool,
+    gpu_metrics_devices: str | None,
+    extra_args: tuple[str, ...],
+    remove_files: bool,
+    ranges: tuple[str, ...],
+    devices: tuple[int, ...],
+    short_gap_ns: int,
+    any_thread: bool,
+    nsys_path: str | None,
+    fmt: str | None,
+    output: Path | None,
+    force: bool,
+    plot_dir: Path | None,
+) -> None:
+    """Run COMMAND under Nsight Systems (CUDA and NVTX tracing, graph nodes traced, no CPU sampling), export the
+    report to SQLite and analyse it like `launchprobe analyze`. COMMAND's arguments pass through untouched; put
+    them after `--`. A failing command's exit code is launchprobe's; Ctrl-C stops the command and nsys cleanly
+    and analyses what was collected."""
+    from launchprobe.collect.nsys_run import ProfileOptions, default_directory, profile_and_analyze
+    from launchprobe.runfile import check_writable
+
+    if capture_nvtx and capture_cuda_profiler_api:
+        raise click.UsageError("choose one of --capture-nvtx and --capture-cuda-profiler-api")
+    if output is not None:
+        check_writable(output, force)
+    options = ProfileOptions(
+        directory=directory or default_directory(),
+        name=name,
+        capture_nvtx=capture_nvtx,
+        capture_profiler_api=capture_cuda_profiler_api,
+        gpu_metrics_devices=gpu_metrics_devices,
+        extra_args=extra_args,
+        force=force,
+        nsys=nsys_path,
+    )
+
+    def render(run: dict[str, Any]) -> None:
+        emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
+
+    profile_and_analyze(
+        options,
+        list(command),
+        make_options(ranges, devices, short_gap_ns, any_thread),
+        render=render,
+        remove_files=remove_files,
+    )
