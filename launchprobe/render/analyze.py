@@ -76,7 +76,7 @@ def _windows_table(rows: list[dict[str, Any]]) -> Table:
         for w in rows
     ]
     columns = [
-        "window", "device", "kernels", "GPU ops", "kernels\n/launch", "span ms", "busy ms", "idle",
+        "window", "dev", "kernels", "GPU\nops", "kernels\n/launch", "span\nms", "busy\nms", "idle",
         "host\nwait", "short\ngaps", "other\nidle", "verdict",
     ]  # fmt: skip
     note = "idle split as shares of the span: host wait (launch came after the GPU went idle), short gaps, other"
@@ -100,7 +100,7 @@ def _gaps_table(rows: list[dict[str, Any]]) -> Table:
                 launch_text,
             ]
         )
-    columns = ["window", "device", "gap p50\nus", "gap p90\nus", "gap p99\nus", "gap max\nus", "launch calls"]
+    columns = ["window", "dev", "gap p50\nus", "gap p90\nus", "gap p99\nus", "gap max\nus", "launch calls"]
     return Table(title="Gaps before each GPU op, and launches", columns=columns, rows=body, align="llrrrrl")
 
 

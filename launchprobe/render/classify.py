@@ -52,7 +52,8 @@ def build(run: dict[str, Any]) -> Report:
     speedups = _speedups(run, rows)
     if speedups is not None:
         report.blocks.append(speedups)
-    report.blocks.append(Lines("Verdict rule", VERDICT_RULE))
+    rule = run.get("rule")
+    report.blocks.append(Lines("Verdict rule", [rule] if isinstance(rule, str) and rule else VERDICT_RULE))
     reasons = [f"{_key(r)}: {r['verdict_reason']}" for r in rows if r.get("verdict_reason")]
     if reasons:
         report.blocks.append(Lines("Why each verdict", reasons))
@@ -116,7 +117,7 @@ def ceilings_text(ceilings: Any) -> str:
     )
     source = v.text(ceilings.get("source"))
     if ceilings.get("measured_at"):
-        source += f" {ceilings['measured_at']}"
+        source += f" {str(ceilings['measured_at'])[:10]}"  # the date is enough here
     return f"{text} ({source})"
 
 
@@ -150,7 +151,7 @@ def _step_table(rows: list[dict[str, Any]]) -> Table:
         for r in rows
     ]
     columns = [
-        "mode", "batch", "ms/step\nmedian", "ms/step\np90", "tokens/s", "kernels\n/step", "GPU\nidle",
+        "mode", "batch", "ms\nmedian", "ms\np90", "tok/s", "kernels\n/step", "GPU\nidle",
         "TB/s", "% of\nHBM", "TFLOP/s", "% of\nmatmul", "verdict",
     ]  # fmt: skip
     return Table(title="Decode step", columns=columns, rows=body, align="lrrrrrrrrrrl")

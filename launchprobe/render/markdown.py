@@ -45,7 +45,7 @@ def report_markdown(report: Report, level: int = 2) -> str:
 
 
 def _table(block: Table) -> list[str]:
-    header = [_escape(c.replace("\n", " ")) for c in block.columns]
+    header = [_escape(c.replace("\n/", "/").replace("\n", " ")) for c in block.columns]
     align = [":---" if a == "l" else "---:" for a in block.alignments()]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines.extend("| " + " | ".join(_escape(v) for v in row) + " |" for row in block.rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -25,11 +26,17 @@ def is_plain(console: Console) -> bool:
 def print_report(report: Report, console: Console) -> None:
     plain = is_plain(console)
     console.print(Text(report.title, style="bold"))
-    name_width = max((len(name) for name, _ in report.fields), default=0)
-    for name, value in report.fields:
-        line = Text(f"{name:<{name_width}}  ", style="dim")
-        line.append(_cell(value, plain))
-        _print_line(console, line, plain)
+    if plain:
+        name_width = max((len(name) for name, _ in report.fields), default=0)
+        for name, value in report.fields:
+            _print_line(console, Text(f"{name:<{name_width}}  {_cell(value, plain)}"), plain)
+    elif report.fields:
+        grid = RichTable.grid(padding=(0, 2))
+        grid.add_column(style="dim", no_wrap=True)
+        grid.add_column()
+        for name, value in report.fields:
+            grid.add_row(name, value)
+        console.print(grid)
     for notice in report.notices:
         console.print(Text(f"! {notice}", style="yellow"))
     for block in report.blocks:
@@ -59,16 +66,28 @@ def _print_table(block: Table, console: Console, plain: bool) -> None:
         table.add_column(name, justify="left" if left else "right", no_wrap=not left or plain)
     for row in block.rows:
         table.add_row(*(_cell(value, plain) for value in row))
-    if plain:
-        # Never wrap a table in a log: render it as wide as it needs, then print its lines unwrapped.
-        needed = console.measure(table, options=console.options.update(width=10_000)).maximum
+    needed = _natural_width(table, console)
+    if needed > console.width:
+        table.collapse_padding = True  # one space between columns instead of two
+        needed = _natural_width(table, console)
+    if plain or needed > console.width:
+        # Never squeeze a table (rich would cut cells to "1,2…"): render it as wide as it needs, lines unwrapped.
         options = console.options.update(width=max(console.width, needed))
         for line in console.render_lines(table, options, pad=False):
-            _print_line(console, Text("".join(segment.text for segment in line).rstrip()), plain)
+            text = Text()
+            for segment in line:
+                text.append(segment.text, style=None if plain else segment.style)
+            if plain:
+                text.rstrip()
+            _print_line(console, text, True)
     else:
         console.print(table)
     if block.note:
         console.print(Text(block.note, style="dim"))
+
+
+def _natural_width(table: RichTable, console: Console) -> int:
+    return console.measure(table, options=console.options.update(width=10_000)).maximum
 
 
 def _print_line(console: Console, line: Text, plain: bool) -> None:
@@ -83,7 +102,10 @@ def _print_lines(block: Lines, console: Console, plain: bool) -> None:
     if block.title:
         console.print(Text(block.title, style="bold"))
     for line in block.lines:
-        _print_line(console, Text(f"  {_cell(line, plain)}"), plain)
+        if plain:
+            _print_line(console, Text(f"  {_cell(line, plain)}"), plain)
+        else:
+            console.print(Padding(Text(line), (0, 0, 0, 2)))  # wrapped lines keep the indent
 
 
 def _print_strips(block: Strips, console: Console, plain: bool) -> None:
