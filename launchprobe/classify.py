@@ -448,7 +448,7 @@ def classify_from_options(*, remeasure: bool, progress: bool, ceilings_source: s
         if config.cuda:
             import torch
 
-            torch.cuda.set_device(torch.device(device))
+            torch.cuda.set_device(torch.device(device).index or 0)
         bar.status("ceilings: " + ("measuring (cached afterwards)" if remeasure else "loading or measuring"))
         ceilings = get_ceilings(
             device=device,
