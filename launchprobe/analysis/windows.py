@@ -133,7 +133,9 @@ def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
             f"no GPU work on device {', '.join(map(str, options.devices))}; "
             f"the trace has devices {', '.join(map(str, all_devices))}"
         )
-    launch_end = np.where(prep.op_launch >= 0, prep.api_end[np.maximum(prep.op_launch, 0)], -1)
+    launch_end = np.full(len(prep.op_launch), -1, dtype=np.int64)
+    has_launch = prep.op_launch >= 0
+    launch_end[has_launch] = prep.api_end[prep.op_launch[has_launch]]
     for dev in wanted:
         rows = np.nonzero(prep.op_device == dev)[0].astype(np.int64)
         prep.devices[dev] = device_ops(
