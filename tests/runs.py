@@ -228,9 +228,8 @@ def cpu_classify_run() -> dict[str, Any]:
                               driver=None, cuda=None)  # fmt: skip
     run["config"].update(device="cpu", modes=["eager", "piecewise", "full"])
     run["ceilings"]["source"] = "datasheet"
-    run["unavailable"] = [
-        {"mode": m, "reason": "CUDA graphs need a CUDA GPU; the CPU path runs eager only"} for m in ("piecewise", "full")
-    ]
+    reason = "CUDA graphs need a CUDA GPU; the CPU path runs eager only"
+    run["unavailable"] = [{"mode": m, "reason": reason} for m in ("piecewise", "full")]
     run["notices"] = ["CPU path: step times are wall-clock; kernels and GPU idle are not observable"]
     for r in run["results"]:
         r.update(measured_fields(r, samples(r["step_ms_median"] * 20, 0.02, seed=r["batch"]), None))

@@ -1,0 +1,102 @@
+"""Plots: the PNGs are written and non-empty, and each plot drew the data it should (not pixels)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import runs
+
+from launchprobe.errors import UsageError
+from launchprobe.render import plots
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_classify_plots_are_written(tmp_path: Path) -> None:
+    paths = plots.write_plots(runs.classify_run(), tmp_path / "plots")
+    assert [p.name for p in paths] == ["timeline-b1.png", "regime.png", "gaps-b1.png"]
+    for path in paths:
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+def test_timeline_data() -> None:
+    run = runs.classify_run()
+    plot = plots.plot_timeline(run, 1)
+    assert plot is not None
+    rows = {row["mode"]: row for row in plot.data["rows"]}
+    assert list(rows) == ["eager", "piecewise", "full"]
+    kernels = run["results"][0]["kernel_pass"]["kernels"]
+    eager_busy = sum(d for _, d in rows["eager"]["busy_ms"])
+    assert eager_busy == pytest.approx(sum(k["end_ns"] - k["start_ns"] for k in kernels) / 1e6)
+    assert rows["eager"]["step_ms"] > rows["full"]["step_ms"]  # one shared time axis
+    ax = plot.figure.axes[0]
+    assert ax.get_xlabel() == "time from step start (ms)" and "batch 1" in ax.get_title()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["full", "piecewise", "eager"]
+    assert plots.plot_timeline(run, 64) is None  # no per-kernel pass at batch 64
+
+
+def test_regime_data_marks_verdicts() -> None:
+    plot = plots.plot_regime(runs.classify_run())
+    assert plot is not None
+    eager = plot.data["series"]["eager"]
+    assert [(b, v) for b, _, v in eager] == [(1.0, "launch-bound"), (64.0, "memory-bound")]
+    assert eager[0][1] == pytest.approx(1 / 9.47e-3)
+    assert set(plot.data["memory_roof"]) == {1.0, 64.0}
+    ax = plot.figure.axes[0]
+    assert "tokens/s" in ax.get_ylabel() and "batch" in ax.get_xlabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"eager", "piecewise", "full", "launch-bound", "memory-bound"} <= set(labels)
+
+
+def test_gap_histogram_counts_every_kernel() -> None:
+    run = runs.classify_run()
+    plot = plots.plot_gaps(run, 1)
+    assert plot is not None
+    n_kernels = len(run["results"][0]["kernel_pass"]["kernels"])
+    assert {mode: sum(c) for mode, c in plot.data["counts"].items()} == {
+        m: n_kernels for m in ("eager", "piecewise", "full")
+    }
+    assert max(plot.data["gaps_us"]["eager"]) > 30 and max(plot.data["gaps_us"]["full"]) < 5
+
+
+def test_without_kernel_pass_busy_idle_replaces_timeline(tmp_path: Path) -> None:
+    paths = plots.write_plots(runs.classify_run(with_kernel_pass=False), tmp_path)
+    assert [p.name for p in paths] == ["busy-idle.png", "regime.png"]
+    plot = plots.plot_busy_idle(runs.classify_run(with_kernel_pass=False))
+    assert plot is not None and plot.data["busy_ms"][0] == pytest.approx(4.45)
+
+
+def test_cpu_run_has_only_the_regime_map(tmp_path: Path) -> None:
+    assert [p.name for p in plots.write_plots(runs.cpu_classify_run(), tmp_path)] == ["regime.png"]
+
+
+def test_plan_run_has_nothing_to_plot(tmp_path: Path) -> None:
+    assert plots.write_plots(runs.plan_run(), tmp_path) == []
+
+
+def test_analyze_windows_plot(tmp_path: Path) -> None:
+    paths = plots.write_plots(runs.analyze_run(), tmp_path)
+    assert [p.name for p in paths] == ["windows.png"] and paths[0].stat().st_size > 5_000
+    plot = plots.plot_windows(runs.analyze_run())
+    assert plot is not None
+    assert plot.data["ms"]["busy_ns"] == pytest.approx([4.4, 4.4, 27.0])
+    totals = [sum(parts) for parts in zip(*plot.data["ms"].values(), strict=True)]
+    assert totals == pytest.approx([9.5, 9.4, 30.0])  # busy + idle split = the span
+
+
+def test_existing_plots_are_not_overwritten_without_force(tmp_path: Path) -> None:
+    (tmp_path / "regime.png").write_bytes(b"mine")
+    with pytest.raises(UsageError, match="--force"):
+        plots.write_plots(runs.cpu_classify_run(), tmp_path)
+    assert (tmp_path / "regime.png").read_bytes() == b"mine"
+    plots.write_plots(runs.cpu_classify_run(), tmp_path, force=True)
+    assert (tmp_path / "regime.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_plot_dir_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(UsageError, match="not a folder"):
+        plots.write_plots(runs.classify_run(), target)

@@ -1,0 +1,226 @@
+"""Renderers: formats, files, missing values, plain consoles."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+import runs
+from rich.console import Console
+
+from launchprobe.console import make_console
+from launchprobe.errors import UsageError
+from launchprobe.render import build_report, emit, pick_format, render_table, render_text
+from launchprobe.render.markdown import report_markdown
+from launchprobe.render.model import Strip
+from launchprobe.runfile import load_run
+
+
+def plain_output(run: dict, width: int = 100) -> str:
+    buffer = io.StringIO()
+    render_table(run, make_console(buffer, plain=True, width=width))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "output", "expected"),
+    [
+        (None, None, "table"),
+        (None, "run.json", "json"),
+        (None, "run.CSV", "csv"),
+        (None, "summary.md", "markdown"),
+        (None, "report.txt", "plain"),
+        (None, "summary", "plain"),
+        ("markdown", "x.json", "markdown"),
+    ],
+)
+def test_pick_format(fmt: str | None, output: str | None, expected: str) -> None:
+    assert pick_format(fmt, Path(output) if output else None) == expected
+
+
+def test_unknown_format_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unknown format"):
+        pick_format("html", None)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"schema_version": 1, "kind": "classify"},
+        {"schema_version": 1, "kind": "analyze"},
+        {
+            "schema_version": 1,
+            "kind": "classify",
+            "results": [{"mode": "eager"}, "junk", {"batch": "x"}],
+            "ceilings": None,
+            "memory": None,
+            "speedups": None,
+            "config": {"plan": False},
+        },  # fmt: skip
+        {"schema_version": 1, "kind": "classify", "config": {"plan": True}, "results": [{"mode": "full", "batch": 1}]},
+        {"schema_version": 1, "kind": "analyze", "windows": [{"name": "w"}, None], "source": None},
+        {"schema_version": 1, "kind": "classify", "results": [{"mode": "eager", "batch": 1, "kernel_pass": {}}]},
+        {
+            "schema_version": 1,
+            "kind": "classify",
+            "results": [{"mode": "eager", "batch": 1, "kernel_pass": {"kernels": [{"start_ns": 5}], "ops": [{}]}}],
+        },
+    ],
+)
+def test_missing_values_never_crash(run: dict) -> None:
+    for fmt in ("plain", "markdown", "csv", "json"):
+        assert render_text(run, fmt)
+    assert "—" in report_markdown(build_report(run))
+    console = Console(file=io.StringIO(), width=80, force_terminal=True)
+    render_table(run, console)
+
+
+def test_plain_tables_are_not_wrapped_on_a_narrow_console() -> None:
+    text = plain_output(runs.classify_run(), width=60)
+    rows = [line for line in text.splitlines() if line.startswith(("eager ", "piecewise ", "full "))]
+    assert rows and all(line.split()[-1] in ("launch-bound", "memory-bound", "-") or "%" in line for line in rows)
+    decode_rows = [line for line in rows if line.endswith("-bound")]
+    assert len(decode_rows) == 6  # every row of the step table on one line, verdict included
+
+
+def test_table_falls_back_to_plain_when_not_a_tty() -> None:
+    buffer = io.StringIO()
+    emit(runs.classify_run(), fmt=None, output=None, console=make_console(buffer))
+    text = buffer.getvalue()
+    assert "launch-bound" in text and "─" not in text and "\x1b[" not in text
+
+
+def test_no_color_makes_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    buffer = io.StringIO()
+    emit(runs.classify_run(), fmt="table", output=None, console=make_console(buffer))
+    assert "-----" in buffer.getvalue() and "█" not in buffer.getvalue()
+
+
+def test_plain_format_on_a_rich_console_is_plain() -> None:
+    buffer = io.StringIO()
+    emit(runs.classify_run(), fmt="plain", output=None, console=Console(file=buffer, force_terminal=True, width=100))
+    text = buffer.getvalue()
+    assert "\x1b[" not in text and "#" in text and "█" not in text
+
+
+def test_json_to_console_is_the_run() -> None:
+    buffer = io.StringIO()
+    run = runs.classify_run()
+    emit(run, fmt="json", output=None, console=make_console(buffer))
+    assert json.loads(buffer.getvalue()) == run
+
+
+def test_csv_is_flat_without_samples_or_kernels(tmp_path: Path) -> None:
+    out = tmp_path / "run.csv"
+    emit(runs.classify_run(), fmt=None, output=out)
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 6
+    assert {"mode", "batch", "step_ms_median", "verdict", "kernel_pass.gaps.p90_ns", "shape"} <= set(rows[0])
+    assert not any("samples" in c or c.endswith(".kernels") or c.endswith(".ops") for c in rows[0])
+    assert rows[0]["mode"] == "eager" and float(rows[0]["step_ms_median"]) == pytest.approx(9.47)
+
+
+def test_csv_of_analyze_run_has_one_row_per_window() -> None:
+    rows = list(csv.DictReader(io.StringIO(render_text(runs.analyze_run(), "csv"))))
+    assert [r["name"] for r in rows] == ["decode_step", "decode_step", "prefill"]
+    assert rows[0]["launches.cudaLaunchKernel"] == "480" and rows[0]["source"] == "traces/decode.nsys-rep"
+
+
+def test_json_output_round_trips_and_refuses_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "copy.json"
+    run = runs.analyze_run()
+    emit(run, fmt=None, output=out)
+    assert load_run(out) == run
+    with pytest.raises(UsageError, match="already exists"):
+        emit(run, fmt=None, output=out)
+    emit(runs.classify_run(), fmt=None, output=out, force=True)
+    assert load_run(out)["kind"] == "classify"
+
+
+def test_markdown_appends_to_an_existing_summary(tmp_path: Path) -> None:
+    summary = tmp_path / "step_summary"
+    summary.write_text("# earlier step\n")
+    emit(runs.classify_run(), fmt="markdown", output=summary)
+    emit(runs.analyze_run(), fmt="markdown", output=summary)
+    text = summary.read_text()
+    assert text.startswith("# earlier step\n")
+    assert "## launchprobe classify" in text and "## launchprobe analyze" in text
+
+
+def test_markdown_never_appends_to_a_json_file(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    out.write_text("{}")
+    with pytest.raises(UsageError, match="already exists"):
+        emit(runs.classify_run(), fmt="markdown", output=out)
+    assert out.read_text() == "{}"
+
+
+def test_plain_file_refuses_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "report.txt"
+    out.write_text("mine")
+    with pytest.raises(UsageError, match="--force"):
+        emit(runs.classify_run(), fmt="table", output=out)
+    assert out.read_text() == "mine"
+    emit(runs.classify_run(), fmt="table", output=out, force=True)
+    assert "launchprobe classify" in out.read_text() and "█" not in out.read_text()
+
+
+def test_output_into_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        emit(runs.classify_run(), fmt="csv", output=tmp_path / "no" / "run.csv")
+
+
+def test_plan_run_shows_floors_not_measurements() -> None:
+    text = plain_output(runs.plan_run(), width=120)
+    assert "Plan: cost model and floors per step" in text
+    assert "Decode step" not in text and "launch-bound" not in text
+    assert "16,194.7" in text and "3.740" in text  # MB per step and the memory floor
+
+
+def test_cpu_run_says_graph_modes_are_unavailable() -> None:
+    text = plain_output(runs.cpu_classify_run())
+    assert "! piecewise unavailable: CUDA graphs need a CUDA GPU" in text
+    assert "! CPU path" in text
+
+
+def test_kernel_pass_sections() -> None:
+    text = plain_output(runs.classify_run(), width=140)
+    assert "Per-kernel pass: eager, batch 1" in text
+    assert "gaps before kernels: p50" in text and "instrumentation: 13.017 ms" in text
+    strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]
+    eager, full = strips
+    assert "." in eager and "#" in eager
+    # shared time scale: the full-graph step is shorter, so its strip is shorter
+    assert full.index("|", full.index("|") + 1) < eager.index("|", eager.index("|") + 1)
+
+
+def test_strip_cells() -> None:
+    strip = Strip("x", busy=[(0.0, 0.25), (0.5, 0.6)], length=0.8, caption="")
+    assert strip.cells(10) == [True, True, True, False, False, True, False, False]
+    assert Strip("x", busy=[], length=1.0, caption="").cells(4) == [False] * 4
+
+
+def test_analyze_report_has_windows_reasons_and_lists() -> None:
+    text = plain_output(runs.analyze_run(), width=140)
+    assert "decode_step" in text and "undetermined" in text
+    assert "--gpu-metrics-devices=all" in text
+    assert "Top kernels" in text and "sm90_xmma_gemm_bf16" in text
+    assert "Largest idle stretches" in text
+
+
+def test_rendering_does_not_import_torch_or_matplotlib() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); import runs; from launchprobe.render import render_text;"
+        "[render_text(r, f) for r in (runs.classify_run(), runs.analyze_run()) for f in ('plain','markdown','csv')];"
+        "import launchprobe.cli.report, launchprobe.cli.compare;"
+        "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules, 'heavy import'"
+    )
+    root = Path(__file__).parent.parent
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
