@@ -102,7 +102,9 @@ def base_api_name(name: str) -> str:
 def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
     ops, api = timeline.gpu_ops, timeline.api_calls
     kind_codes = {"kernel": 0, "memcpy": 1, "memset": 2}
-    kinds: Ints = np.asarray(ops["kind"].map(kind_codes).fillna(0), dtype=np.int64)
+    kind_idx, kind_names = _codes(ops["kind"])
+    kind_map = np.array([kind_codes.get(k, 0) for k in kind_names], dtype=np.int64)
+    kinds: Ints = kind_map[kind_idx] if len(kind_idx) else np.zeros(0, dtype=np.int64)
     op_name, op_names = _codes(ops["name"])
     api_name_raw, api_names_raw = _codes(api["name"])
     base = [base_api_name(n) for n in api_names_raw]

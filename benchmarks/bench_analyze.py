@@ -1,0 +1,91 @@
+"""Time `launchprobe analyze` on a synthetic nsys-like SQLite export of N kernels.
+
+The export has the real table and column names (CUPTI_ACTIVITY_KIND_KERNEL / _RUNTIME, NVTX_EVENTS, StringIds,
+META_DATA_EXPORT): a decode loop of N kernels in steps of --kernels-per-step, one launch call per kernel, one NVTX
+range per step. Reports read time, analysis time (whole trace, and per step range) and peak RSS.
+
+    python benchmarks/bench_analyze.py --kernels 90000 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _synth():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("nsys_synth", ROOT / "tests" / "fixtures" / "nsys_synth.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["nsys_synth"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench(n: int, per_step: int, folder: Path) -> dict[str, float]:
+    from launchprobe.analysis.trace_run import build_run
+    from launchprobe.analysis.windows import AnalysisOptions
+    from launchprobe.collect.nsys_sqlite import read_nsys_sqlite
+
+    synth = _synth()
+    path = folder / f"synthetic_{n}.sqlite"
+    if not path.exists():
+        data = synth.decode_loop(synth.Loop(steps=max(1, n // per_step), kernels_per_step=per_step))
+        synth.write_nsys_sqlite(path, data)
+    t0 = time.perf_counter()
+    timeline = read_nsys_sqlite(path)
+    t1 = time.perf_counter()
+    build_run(timeline, AnalysisOptions())
+    t2 = time.perf_counter()
+    run = build_run(timeline, AnalysisOptions(ranges=("decode_step",)))
+    t3 = time.perf_counter()
+    kernels = len(timeline.gpu_ops)
+    return {
+        "kernels": kernels,
+        "mb": path.stat().st_size / 1e6,
+        "read_s": t1 - t0,
+        "whole_s": t2 - t1,
+        "ranges_s": t3 - t2,
+        "windows": len(run["windows"]),
+        "kernels_per_s": kernels / (t2 - t0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kernels", type=int, nargs="+", default=[90_000, 1_000_000])
+    parser.add_argument("--kernels-per-step", type=int, default=480)
+    parser.add_argument("--folder", type=Path, help="keep the generated exports here (default: a temp folder)")
+    args = parser.parse_args()
+    print(
+        f"# {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} python {platform.python_version()}"
+    )
+    print(
+        "| kernels | export MB | read s | whole-trace analysis s | per-step analysis s (windows) | kernels/s read+whole |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.folder or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in args.kernels:
+            r = bench(n, args.kernels_per_step, folder)
+            print(
+                f"| {r['kernels']:,} | {r['mb']:.1f} | {r['read_s']:.2f} | {r['whole_s']:.2f} | "
+                f"{r['ranges_s']:.2f} ({r['windows']:,}) | {r['kernels_per_s'] / 1e6:.2f} M |",
+                flush=True,
+            )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
