@@ -69,9 +69,7 @@ def main() -> None:
     print(
         f"# {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} python {platform.python_version()}"
     )
-    print(
-        "| kernels | export MB | read s | whole-trace analysis s | per-step analysis s (windows) | kernels/s read+whole |"
-    )
+    print("| kernels | export MB | read s | whole-trace analysis s | per-step s (windows) | kernels/s read+whole |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.folder or Path(tmp)
