@@ -109,12 +109,16 @@ def _header(run: dict[str, Any]) -> list[tuple[str, str]]:
 def ceilings_text(ceilings: Any) -> str:
     if not isinstance(ceilings, dict) or not ceilings:
         return v.MISSING
-    text = (
-        f"HBM {v.fixed(ceilings.get('hbm_read_bytes_per_s'), 2, 1e-12)} TB/s, "
-        f"matmul {v.sig(ceilings.get('matmul_flops_per_s'), 1e-12)} TFLOP/s, "
-        f"launch {v.sig(ceilings.get('launch_host_ns'), 1e-3)} us, "
-        f"graph node {v.sig(ceilings.get('graph_node_ns'), 1e-3)} us"
-    )
+    parts = [
+        (label, v.sig(ceilings.get(key), scale), unit)
+        for key, label, scale, unit in (
+            ("hbm_read_bytes_per_s", "HBM", 1e-12, "TB/s"),
+            ("matmul_flops_per_s", "matmul", 1e-12, "TFLOP/s"),
+            ("launch_host_ns", "launch", 1e-3, "us"),
+            ("graph_node_ns", "graph node", 1e-3, "us"),
+        )
+    ]
+    text = ", ".join(f"{label} {value} {unit}" for label, value, unit in parts if value != v.MISSING) or v.MISSING
     source = v.text(ceilings.get("source"))
     if ceilings.get("measured_at"):
         source += f" {str(ceilings['measured_at'])[:10]}"  # the date is enough here
@@ -142,7 +146,7 @@ def _step_table(rows: list[dict[str, Any]]) -> Table:
             v.integer(r.get("tokens_per_s")),
             v.integer(r.get("kernels_per_step")),
             v.percent(r.get("idle_fraction")),
-            v.fixed(r.get("achieved_bandwidth_bytes_per_s"), 2, 1e-12),
+            v.sig(r.get("achieved_bandwidth_bytes_per_s"), 1e-12),
             v.percent(r.get("achieved_bandwidth_fraction")),
             v.sig(r.get("achieved_flops_per_s"), 1e-12),
             v.percent(r.get("achieved_flops_fraction")),

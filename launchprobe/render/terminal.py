@@ -38,7 +38,7 @@ def print_report(report: Report, console: Console) -> None:
             grid.add_row(name, value)
         console.print(grid)
     for notice in report.notices:
-        console.print(Text(f"! {notice}", style="yellow"))
+        _print_line(console, Text(f"! {_cell(notice, plain)}", style="" if plain else "yellow"), plain)
     for block in report.blocks:
         console.print()
         if isinstance(block, Table):
