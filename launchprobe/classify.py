@@ -45,6 +45,9 @@ class ClassifyConfig:
     remeasure_ceilings: bool = False
     profile_steps: int = 5
     plan: bool = False
+    kernels: bool = False  # the per-kernel CUDA-event pass
+    kernel_repeats: int = 5
+    nvtx: str = "steps"  # off | steps | ops (measure/markers.py)
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -80,6 +83,8 @@ class ClassifyConfig:
             "ceilings": self.ceilings,
             "profile_steps": self.profile_steps,
             "plan": self.plan,
+            "kernels": self.kernels,
+            "nvtx": self.nvtx,
         }
 
     def graph_capture_sizes(self) -> list[int] | None:
@@ -272,9 +277,10 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
     import torch
 
     from launchprobe.measure.cupti import profile_gpu_activity
+    from launchprobe.measure.markers import Markers
     from launchprobe.measure.timing import time_steps_cpu, time_steps_cuda, warm_up
     from launchprobe.workload.model import DecodeModel, plan_memory
-    from launchprobe.workload.modes import prepare
+    from launchprobe.workload.modes import StepRunner, prepare
 
     run = _new_classify_run(config, env, ceilings)
     modes = [m for m in config.modes if config.cuda or m not in GRAPH_MODES]
@@ -319,6 +325,8 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
         max_bucket=max_bucket,
         plan=memory,
     )
+    markers = Markers(config.nvtx)
+    kernel_pass_state: dict[str, Any] = {}
     progress.start(len(modes) * len(config.batches))
     for mode in modes:
         runners: dict[int, Any] = {}
@@ -326,7 +334,7 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
         for bucket in sorted({buckets[(mode, b)] for b in config.batches}, reverse=True):
             if mode in GRAPH_MODES:
                 progress.status(f"{mode}: capturing bucket {bucket}")
-            runners[bucket] = prepare(mode, bucket, model.step(bucket), pool)
+            runners[bucket] = prepare(mode, bucket, model.step(bucket), pool, markers)
         for batch in config.batches:
             bucket = buckets[(mode, batch)]
             runner = runners[bucket]
@@ -356,14 +364,51 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
                     cuda=config.cuda,
                 )
             )
+            if markers.level == "ops" and config.cuda:
+                bare = StepRunner(mode, bucket, runner.segments)  # the same graphs, no NVTX ranges
+                warm_up(bare.run, 3, True)
+                record["nvtx_overhead_fraction"] = samples.median / Samples.of(time_steps_cuda(bare.run, 20)).median - 1
+            if config.kernels and config.cuda:
+                progress.status(f"{label}: per-kernel event pass")
+                record["kernel_pass"] = run_kernel_pass(model, mode, bucket, samples.median, config, kernel_pass_state)
             run["results"].append(record)
             progress.advance(f"{label}: {samples.median:.3f} ms/step, {record['verdict']}")
         del runners
         gc.collect()
     run["speedups"] = speedups(run["results"])
+    if config.kernels and not config.cuda:
+        run["notices"].append("--kernels needs a CUDA GPU: no per-kernel pass on the CPU path")
+    if config.kernels and config.cuda:
+        costs = kernel_pass_state["costs"]
+        run["notices"].append(
+            f"per-kernel pass: 2 CUDA events per op; an event record costs {costs.host_record_ns / 1e3:.2f} us of "
+            f"host time, an event node {costs.node_ns / 1e3:.2f} us of GPU time (see docs/gaps.md)"
+        )
     if not config.cuda:
         run["notices"].append("CPU path: step times are wall-clock; kernels and GPU idle are not observable")
     return run
+
+
+def run_kernel_pass(
+    model: Any, mode: str, bucket: int, clean_step_ms: float, config: ClassifyConfig, state: dict[str, Any]
+) -> dict[str, Any]:
+    """Per-kernel CUDA-event pass; event costs measured once per run, op durations once per bucket."""
+    from launchprobe.measure import kernel_pass
+
+    if "costs" not in state:
+        state["costs"] = kernel_pass.measure_event_costs()
+    durations = state.setdefault("durations", {})
+    if bucket not in durations:
+        durations[bucket] = kernel_pass.graph_durations(bucket, model.step(bucket), config.kernel_repeats)
+    return kernel_pass.kernel_pass(
+        mode,
+        bucket,
+        model.step(bucket),
+        clean_step_ms=clean_step_ms,
+        costs=state["costs"],
+        durations_ns=durations[bucket],
+        repeats=config.kernel_repeats,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -384,6 +429,8 @@ def build_config(
     warmup: int = 10,
     steps: int = 50,
     plan: bool = False,
+    kernels: bool = False,
+    nvtx: str = "steps",
 ) -> ClassifyConfig:
     """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager."""
     from launchprobe.workload.shape import load_shape
@@ -408,6 +455,8 @@ def build_config(
         capture_sizes=capture_sizes,
         ceilings=ceilings_source,
         plan=plan,
+        kernels=kernels,
+        nvtx=nvtx,
         notices=notices,
     )
     config.validate()

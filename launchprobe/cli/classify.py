@@ -105,6 +105,18 @@ Examples:
     help="Ceilings for the verdicts: measured on this GPU (cached) or datasheet.",
 )
 @click.option("--remeasure-ceilings", is_flag=True, help="Measure the ceilings again instead of using the cache.")
+@click.option(
+    "--kernels",
+    is_flag=True,
+    help="Add a per-kernel pass: CUDA events around every op, gaps before each kernel, op table, timeline.",
+)
+@click.option(
+    "--nvtx",
+    type=click.Choice(["off", "steps", "ops"]),
+    default="steps",
+    show_default=True,
+    help="NVTX ranges for nsys: one per step, or also per layer, op and graph piece (its cost is measured).",
+)
 @click.option("--plan", is_flag=True, help="Print the per-step cost model and floors; run nothing.")
 @click.option(
     "--format",
@@ -130,6 +142,8 @@ def classify(
     capture_text: str,
     ceilings_source: str,
     remeasure_ceilings: bool,
+    kernels: bool,
+    nvtx: str,
     plan: bool,
     fmt: str | None,
     output: Path | None,
@@ -171,6 +185,8 @@ def classify(
             dtype=dtype,
             warmup=warmup,
             steps=steps,
+            kernels=kernels,
+            nvtx=nvtx,
             device=device,
             capture_sizes=capture_sizes,
             ceilings_source=ceilings_source,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launchprobe.errors import UsageError
+from launchprobe.measure.markers import Markers
 from launchprobe.workload.model import EAGER_IN_PIECEWISE, Op
 
 MODES = ("eager", "piecewise", "full")
@@ -91,18 +92,50 @@ class StepRunner:
     segments: list[Segment]
     capture_s: float | None = None
     capture_bytes: int | None = None
+    markers: Markers | None = None
     _calls: list[Callable[[], Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._calls = self._flatten()
 
     def _flatten(self) -> list[Callable[[], Any]]:
+        """The step as a flat list of calls: graph replays, eager ops, and NVTX pushes and pops around them."""
+        markers = self.markers if self.markers is not None and self.markers.enabled else None
+        per_op = markers is not None and markers.level == "ops"
         calls: list[Callable[[], Any]] = []
+        if markers:
+            calls.append(markers.push(f"decode_step mode={self.mode} bucket={self.bucket}"))
+        graphs = self.graphs
+        graph_index = 0
+        open_layer: int | None = None
         for seg in self.segments:
             if seg.graphed and seg.graph is not None:
+                if per_op and open_layer is not None:
+                    calls.append(markers.pop())  # type: ignore[union-attr]
+                    open_layer = None
+                graph_index += 1
+                if per_op:
+                    calls.append(markers.push(f"graph {graph_index}/{graphs} {seg.name}"))  # type: ignore[union-attr]
                 calls.append(seg.graph.replay)
-            else:
-                calls.extend(op.run for op in seg.ops)
+                if per_op:
+                    calls.append(markers.pop())  # type: ignore[union-attr]
+                continue
+            for op in seg.ops:
+                if per_op:
+                    assert markers is not None
+                    if op.layer != open_layer:
+                        if open_layer is not None:
+                            calls.append(markers.pop())
+                        open_layer = op.layer if op.layer >= 0 else None
+                        if open_layer is not None:
+                            calls.append(markers.push(f"layer {op.layer}"))
+                    calls += [markers.push(op.name), op.run, markers.pop()]
+                else:
+                    calls.append(op.run)
+        if per_op and open_layer is not None:
+            calls.append(markers.pop())  # type: ignore[union-attr]
+        if markers:
+            calls.append(markers.pop())
         return calls
 
     def run(self) -> None:
@@ -141,8 +174,8 @@ class StepRunner:
         self._calls = self._flatten()
 
 
-def prepare(mode: str, bucket: int, ops: Sequence[Op], pool: Any = None) -> StepRunner:
-    runner = StepRunner(mode, bucket, split_segments(ops, mode))
+def prepare(mode: str, bucket: int, ops: Sequence[Op], pool: Any = None, markers: Markers | None = None) -> StepRunner:
+    runner = StepRunner(mode, bucket, split_segments(ops, mode), markers=markers)
     if mode in GRAPH_MODES:
         runner.capture(pool)
     return runner

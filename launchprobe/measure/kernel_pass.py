@@ -1,0 +1,221 @@
+"""The per-kernel pass: CUDA events around every op, in eager launches and as event nodes inside graphs.
+
+Two instrumented runs per (mode, batch):
+- durations: the whole step captured as one graph with an event before and after every op. Nothing on the host
+  can delay a replayed node, so end minus start is the op's own time (plus about one event node).
+- the mode itself, with the same events: host-recorded for host-launched ops, event nodes inside captured pieces.
+  Its end events place each op on the step's timeline; start = end - duration (analysis/kernel_gaps.py).
+Both capture fresh graphs (the clean graphs stay event-free). docs/gaps.md has the method and its limits.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from launchprobe.analysis.kernel_gaps import (
+    OpTiming,
+    aggregate_ops,
+    compare_with_cupti,
+    gap_distribution,
+    step_rows,
+)
+from launchprobe.workload.model import Op
+from launchprobe.workload.modes import StepRunner, prepare
+
+BLOCK_STEPS = 3  # steps run back to back before reading the last one, so the queue is in its steady state
+
+
+@dataclass
+class EventCosts:
+    host_record_ns: float  # host time of one event record (eager)
+    node_ns: float  # device time one event node adds inside a graph
+
+
+class InstrumentedStep:
+    """A step whose ops are each wrapped by a start and an end event (``external`` so graphs can hold them)."""
+
+    def __init__(self, mode: str, bucket: int, ops: Sequence[Op], pool: Any) -> None:
+        import torch
+
+        self.ops = list(ops)
+        self.starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in self.ops]
+        self.ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in self.ops]
+        wrapped = [
+            Op(op.name, op.layer, _timed(op, start, end)) for op, start, end in zip(self.ops, self.starts, self.ends)
+        ]
+        self.runner: StepRunner = prepare(mode, bucket, wrapped, pool)
+        graphed = {id(op) for seg in self.runner.segments if seg.graphed for op in seg.ops}
+        self.timings = [
+            OpTiming(op.name, op.layer, host_launched=id(w) not in graphed) for op, w in zip(self.ops, wrapped)
+        ]
+
+    def read(self) -> tuple[list[int], list[int]]:
+        """Start and end of every op of the last step, in ns from the step's first start event."""
+        first = self.starts[0]
+        starts = [round(first.elapsed_time(e) * 1e6) for e in self.starts]
+        ends = [round(first.elapsed_time(e) * 1e6) for e in self.ends]
+        return starts, ends
+
+    def sample(self, repeats: int) -> list[tuple[list[int], list[int]]]:
+        import torch
+
+        samples = []
+        for _ in range(repeats):
+            for _ in range(BLOCK_STEPS):
+                self.runner.run()
+            torch.cuda.synchronize()
+            samples.append(self.read())
+        return samples
+
+
+def _timed(op: Op, start: Any, end: Any) -> Any:
+    def run() -> None:
+        start.record()
+        op.run()
+        end.record()
+
+    return run
+
+
+def measure_event_costs(nodes: int = 400) -> EventCosts:
+    """Host cost of an event record, and device cost of an event node in a graph of tiny kernels."""
+    import torch
+
+    from launchprobe.measure.ceilings import _time_once
+
+    x = torch.zeros(1, device="cuda")
+    events = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(nodes)]
+    for e in events:
+        e.record()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for e in events:
+            e.record()
+        samples.append((time.perf_counter_ns() - t0) / nodes)
+        torch.cuda.synchronize()
+    host = statistics.median(samples)
+
+    def graph(with_events: bool) -> Any:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for e in events:
+                x.add_(1)
+                if with_events:
+                    e.record()
+        return g
+
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x.add_(1)
+    torch.cuda.synchronize()
+    plain, marked = graph(False), graph(True)
+    plain.replay()
+    marked.replay()
+    t_plain = statistics.median(_time_once("cuda", plain.replay) for _ in range(10))
+    t_marked = statistics.median(_time_once("cuda", marked.replay) for _ in range(10))
+    return EventCosts(host_record_ns=host, node_ns=max(0.0, (t_marked - t_plain) * 1e9 / nodes))
+
+
+def median_per_op(samples: list[tuple[list[int], list[int]]]) -> tuple[list[int], list[int]]:
+    """Element-wise median over samples of (starts, ends)."""
+    starts = [int(statistics.median(col)) for col in zip(*(s for s, _ in samples))]
+    ends = [int(statistics.median(col)) for col in zip(*(e for _, e in samples))]
+    return starts, ends
+
+
+def kernel_pass(
+    mode: str,
+    bucket: int,
+    ops: Sequence[Op],
+    *,
+    clean_step_ms: float,
+    costs: EventCosts,
+    durations_ns: list[int],
+    repeats: int,
+    cupti: bool = True,
+) -> dict[str, Any]:
+    """Measure one (mode, bucket) op by op; ``durations_ns`` come from ``graph_durations`` of the same bucket."""
+    import torch
+
+    from launchprobe.measure.samples import Samples
+    from launchprobe.measure.timing import time_steps_cuda, warm_up
+
+    pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
+    step = InstrumentedStep(mode, bucket, ops, pool)
+    warm_up(step.runner.run, 3, cuda=True)
+    instrumented = Samples.of(time_steps_cuda(step.runner.run, 20))
+    samples = step.sample(repeats)
+    # The sample whose span is the median one stands for "one step" on the timeline.
+    spans = [ends[-1] - starts[0] for starts, ends in samples]
+    chosen = samples[spans.index(sorted(spans)[len(spans) // 2])]
+    rows = step_rows(
+        step.timings, chosen[1], durations_ns, host_event_ns=costs.host_record_ns, node_event_ns=costs.node_ns
+    )
+    step_ns = instrumented.median * 1e6
+    gaps = [r["gap_before_ns"] for r in rows[1:]]
+    result: dict[str, Any] = {
+        "source": "cuda-events",
+        "clean_step_ms": clean_step_ms,
+        "instrumented_step_ms": instrumented.median,
+        "overhead_fraction": instrumented.median / clean_step_ms - 1.0,
+        "event_cost_ns": costs.host_record_ns,
+        "event_node_ns": costs.node_ns,
+        "events_per_op": 2,
+        "span_ns": rows[-1]["end_ns"] - rows[0]["start_ns"] if rows else 0,
+        "kernels": rows,
+        "ops": aggregate_ops(rows, step_ns),
+        "gaps": gap_distribution(gaps),
+        "gaps_corrected": gap_distribution([r["gap_corrected_ns"] for r in rows[1:]]),
+    }
+    if cupti:
+        result["cupti_check"] = cross_check(step, durations_ns, costs)
+    del step
+    return result
+
+
+def graph_durations(bucket: int, ops: Sequence[Op], repeats: int) -> list[int]:
+    """Each op's own time: events around it inside one captured graph of the whole step (median of repeats)."""
+    import torch
+
+    step = InstrumentedStep("full", bucket, ops, torch.cuda.graph_pool_handle())
+    samples = step.sample(repeats)
+    durations = [
+        int(statistics.median(end - start for start, end in zip(col_s, col_e)))
+        for col_s, col_e in zip(zip(*(s for s, _ in samples)), zip(*(e for _, e in samples)))
+    ]
+    del step
+    return durations
+
+
+def cross_check(step: InstrumentedStep, durations_ns: list[int], costs: EventCosts) -> dict[str, Any]:
+    """The same instrumented step seen by CUPTI (torch.profiler) and by the events, compared."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(BLOCK_STEPS):
+            step.runner.run()
+        torch.cuda.synchronize()
+    _, ends = step.read()
+    kernels = []
+    for event in prof.profiler.kineto_results.events():
+        if event.device_type() == torch.autograd.DeviceType.CUDA:
+            start = int(event.start_ns())
+            kernels.append((start, start + int(event.duration_ns())))
+    kernels.sort()
+    per_step = len(kernels) // BLOCK_STEPS
+    last = kernels[-per_step:] if per_step else []
+    rows = step_rows(step.timings, ends, durations_ns, host_event_ns=costs.host_record_ns, node_event_ns=costs.node_ns)
+    check = compare_with_cupti(rows, [s for s, _ in last], [e for _, e in last])
+    check["note"] = (
+        "same instrumented step, last of a block of 3 run under torch.profiler; CUPTI counts every kernel "
+        "(cuBLAS may add split-K kernels inside one op), events count ops"
+    )
+    return check
