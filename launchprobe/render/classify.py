@@ -292,12 +292,7 @@ def _ops_table(r: dict[str, Any], kp: dict[str, Any]) -> Table | None:
 
 
 def _kernel_pass_lines(kp: dict[str, Any]) -> list[str]:
-    gaps = v.mapping(kp.get("gaps"))
-    gap_line = "gaps before kernels: " + ", ".join(
-        f"{label} {v.sig(gaps.get(key), 1e-3)} us"
-        for key, label in (("p50_ns", "p50"), ("p90_ns", "p90"), ("p99_ns", "p99"), ("max_ns", "max"))
-    )
-    gap_line += f", total {v.fixed(gaps.get('total_ns'), 3, 1e-6)} ms per step"
+    gap_line = _gap_line("gaps before kernels", v.mapping(kp.get("gaps")))
     cost = (
         f"instrumentation: {v.fixed(kp.get('instrumented_step_ms'), 3)} ms per step with events around "
         f"every kernel vs {v.fixed(kp.get('clean_step_ms'), 3)} ms clean"
@@ -306,6 +301,17 @@ def _kernel_pass_lines(kp: dict[str, Any]) -> list[str]:
     if overhead is not None:
         cost += f" ({overhead:+.0%})"
     lines = [gap_line, cost]
+    if isinstance(kp.get("gaps_corrected"), dict):
+        lines.append(_gap_line("gaps less the event cost", kp["gaps_corrected"]))
+    check = kp.get("cupti_check")
+    if isinstance(check, dict):
+        agrees = check.get("agrees")
+        lines.append(
+            f"CUPTI cross-check: total gap {v.fixed(check.get('events_total_gap_ns'), 3, 1e-6)} ms (events) vs "
+            f"{v.fixed(check.get('cupti_total_gap_ns'), 3, 1e-6)} ms (CUPTI), busy "
+            f"{v.fixed(check.get('events_busy_ns'), 3, 1e-6)} vs {v.fixed(check.get('cupti_busy_ns'), 3, 1e-6)} ms"
+            + ("" if agrees is None else ": agree" if agrees else ": DISAGREE")
+        )
     if v.number(kp.get("event_cost_ns")) is not None:
         corrected = any(isinstance(k, dict) and k.get("gap_corrected_ns") is not None for k in kp.get("kernels") or [])
         lines.append(
@@ -313,6 +319,14 @@ def _kernel_pass_lines(kp: dict[str, Any]) -> list[str]:
             + ("; corrected gaps subtract it" if corrected else "")
         )
     return lines
+
+
+def _gap_line(label: str, gaps: dict[str, Any]) -> str:
+    quantiles = ", ".join(
+        f"{name} {v.sig(gaps.get(key), 1e-3)} us"
+        for key, name in (("p50_ns", "p50"), ("p90_ns", "p90"), ("p99_ns", "p99"), ("max_ns", "max"))
+    )
+    return f"{label}: {quantiles}, total {v.fixed(gaps.get('total_ns'), 3, 1e-6)} ms per step"
 
 
 def _busy_intervals(kernels: Any) -> list[tuple[int, int]]:
