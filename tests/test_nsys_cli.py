@@ -174,3 +174,15 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_was_collected(fake_nsys: Path, tmp_
     run = json.loads(stdout)
     assert any("interrupted" in n for n in run["notices"])
     assert (out / "report.sqlite").exists() and (out / "report.json").exists()
+
+
+def test_analyze_nsys_rep_exports_once(fake_nsys: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rep = tmp_path / "r.nsys-rep"
+    rep.write_bytes(b"fake report")
+    assert _cli(["analyze", str(rep), "--format", "json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["source"]["format"] == "nsys-rep" and run["source"]["sqlite"] == str(tmp_path / "r.sqlite")
+    assert _cli(["analyze", str(rep), "--format", "json"]) == 0  # the up-to-date export is reused
+    assert [c[0] for c in _calls(fake_nsys)] == ["export"]
+    assert _cli(["analyze", str(rep), "--format", "json", "--remove-sqlite", "--force"]) == 0
+    assert not (tmp_path / "r.sqlite").exists()
