@@ -149,6 +149,18 @@ def test_rotary(shape: S, batch: int, dtype: torch.dtype, pos_dtype: torch.dtype
     assert torch.equal(a[:, qd + kvd :], qkv[:, qd + kvd :])  # v untouched
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rotary_long_positions(dtype: torch.dtype) -> None:
+    """Angles up to ~1e5 rad: the in-kernel range reduction keeps cos/sin accurate."""
+    s = SHAPES[0]
+    qkv, qd, kvd = _qkv(s, 64, dtype)
+    pos = torch.randint(0, 131072, (64,), device=DEV)
+    a, b = qkv.clone(), qkv.clone()
+    tri().rotary(a[:, :qd], a[:, qd : qd + kvd], pos, s.theta, s.head_dim)
+    R.rotary(b[:, :qd], b[:, qd : qd + kvd], pos, s.theta, s.head_dim)
+    assert rel(a, b) < BOUND
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize("batch", BATCHES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -48,7 +48,8 @@ for store in (1, 0):
     _case("add_rmsnorm", ALL, b=3, h=200, loop=1, store=store)  # chunked two-pass path
 _case("rmsnorm", ALL, b=2, h=200, loop=1)
 for b, nh, nkv, d in ((1, 4, 2, 16), (3, 4, 2, 64), (64, 32, 8, 16), (2, 6, 2, 20)):
-    _case("rotary", ALL, b=b, nh=nh, nkv=nkv, d=d)
+    _case("rotary", ALL, b=b, nh=nh, nkv=nkv, d=d, maxpos=4096)
+_case("rotary", ("float16", "bfloat16"), b=8, nh=4, nkv=2, d=64, maxpos=131072)  # angles ~1e5 rad
 for b, nkv, d in ((1, 2, 16), (3, 2, 64), (64, 8, 64)):
     _case("kv_write", ALL, b=b, nkv=nkv, d=d)
 for b, nh, nkv, d, c, ctx, sms in (
@@ -59,6 +60,7 @@ for b, nh, nkv, d, c, ctx, sms in (
     (1, 16, 2, 64, 130, 129, 132),  # group of 8
     (2, 4, 1, 80, 70, 70, 132),  # head_dim not a power of two
     (1, 4, 2, 16, 64, 1, 132),  # a single cached entry
+    (1, 2, 1, 16, 2600, 2560, 132),  # 40 splits: the reduce kernel folds them in several chunks
 ):
     _case("attention", NO_BF16, b=b, nh=nh, nkv=nkv, d=d, c=c, ctx=ctx, sms=sms)
 _case("attention", NO_BF16, b=2, nh=4, nkv=2, d=16, c=300, ctx=300, sms=132, plan_b=4)  # padded-batch plan
@@ -124,7 +126,7 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
     elif op == "rotary":
         b, nh, nkv, d = p["b"], p["nh"], p["nkv"], p["d"]
         qkv = torch.randn(b, (nh + 2 * nkv) * d, dtype=dt)
-        pos = torch.randint(0, 4096, (b,), dtype=torch.int32)
+        pos = torch.randint(0, p["maxpos"], (b,), dtype=torch.int32)
         a_t, a_r = qkv.clone(), qkv.clone()
         for t, impl in ((a_t, T.rotary), (a_r, R.rotary)):
             impl(t[:, : nh * d], t[:, nh * d : (nh + nkv) * d], pos, 500000.0, d)

@@ -33,6 +33,13 @@ LOG2E = 1.4426950408889634
 # RMSNorm keeps a whole row in registers up to this many columns (16384 fp32 over 16 warps: 32 per thread);
 # wider rows loop over chunks of a quarter of it (two passes, the second one served from L1/L2).
 NORM_MAX_BLOCK = 16384
+# Splits folded per step by the attention reduce kernel ([CHUNK, D] fp32 partials in registers).
+ATTN_REDUCE_CHUNK = 16
+# GEMV: elements of W per pipelined tile ([BLOCK_N, BLOCK_K]) and pipeline depth. 4096 bf16 = 8 KB of W (+ 16
+# rows of x) per stage, 4 stages: ~64 KB of shared memory, so 3 programs fit per SM and every SM keeps ~70 KB
+# of weight loads in flight. Tuning knobs for the GPU.
+GEMV_TILE_ELEMS = 4096
+GEMV_STAGES = 4
 
 
 @functools.cache
@@ -236,6 +243,10 @@ def _rotary_kernel(
     pos = tl.load(pos_ptr + b).to(tl.float32)
     i = tl.arange(0, BLOCK_HALF).to(tl.float32)
     angle = pos * tl.exp2(i * freq_exp2)  # pos * theta^(-2i/D), freq_exp2 = -2*log2(theta)/D
+    # Reduce to [-pi, pi] before cos/sin (angles reach ~1e5 rad at long contexts, where fast sin/cos lose
+    # accuracy): Cody-Waite with 2*pi = 6.28125 (exact in 8 bits, so turns * 6.28125 is exact) + remainder.
+    turns = tl.floor(angle * 0.15915494309189535 + 0.5)
+    angle = (angle - turns * 6.28125) - turns * 0.0019353071795864769
     cos = tl.cos(angle)
     sin = tl.sin(angle)
     if blk < n_q_blocks:
@@ -370,7 +381,7 @@ def kv_write(
 # instead of 8 programs, and B=256 run one split per (b, kv head) (2048 programs, no reduce).
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["context_len", "split_tokens"])
 def _attn_split_kernel(
     q_ptr,
     k_ptr,
@@ -425,13 +436,15 @@ def _attn_split_kernel(
         tmask = t < hi
         tile_mask = tmask[:, None] & dmask[None, :]
         k = tl.load(k_base + t[:, None].to(tl.int64) * stride_kc + d[None, :], mask=tile_mask, other=0.0)
+        # V is issued before the QK dot so that, when a split is a single tile (nothing to pipeline), both
+        # loads are in flight together: one HBM round trip, not two.
+        v = tl.load(v_base + t[:, None].to(tl.int64) * stride_vc + d[None, :], mask=tile_mask, other=0.0)
         s = tl.dot(q, tl.trans(k)) * qk_scale  # [GROUP_PAD, BLOCK_N], log2 units
         s = tl.where(tmask[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has a valid token
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_base + t[:, None].to(tl.int64) * stride_vc + d[None, :], mask=tile_mask, other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     out_mask = gmask[:, None] & dmask[None, :]
@@ -449,7 +462,7 @@ def _attn_split_kernel(
         tl.store(part_sum_ptr + slot, l_i, mask=gmask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits"])
 def _attn_reduce_kernel(
     part_out_ptr,
     part_max_ptr,
@@ -462,23 +475,31 @@ def _attn_reduce_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_S: tl.constexpr,
+    CHUNK_S: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)  # b * num_heads + h
     b = row // num_heads
     h = row % num_heads
-    s = tl.arange(0, BLOCK_S)
     d = tl.arange(0, BLOCK_D)
-    smask = s < num_splits
     dmask = d < HEAD_DIM
-    slot = row * max_splits + s
-    m = tl.load(part_max_ptr + slot, mask=smask, other=float("-inf"))
-    den = tl.load(part_sum_ptr + slot, mask=smask, other=0.0)
-    w = tl.exp2(m - tl.max(m, axis=0))  # 0 for the padding splits
-    part = tl.load(
-        part_out_ptr + slot[:, None] * HEAD_DIM + d[None, :], mask=smask[:, None] & dmask[None, :], other=0.0
-    )
-    o = tl.sum(part * w[:, None], axis=0) / tl.sum(den * w, axis=0)
-    tl.store(out_ptr + b * stride_ob + h * HEAD_DIM + d, o.to(out_ptr.dtype.element_ty), mask=dmask)
+    base = row * max_splits
+    # the per-split statistics are tiny: take the global max and the rescaled denominator in one go...
+    s_all = tl.arange(0, BLOCK_S)
+    m_all = tl.load(part_max_ptr + base + s_all, mask=s_all < num_splits, other=float("-inf"))
+    m_max = tl.max(m_all, axis=0)
+    den_all = tl.load(part_sum_ptr + base + s_all, mask=s_all < num_splits, other=0.0)
+    den = tl.sum(den_all * tl.exp2(m_all - m_max), axis=0)
+    # ...then fold the [splits, D] partial outputs in chunks (bounded registers for any split count)
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for s0 in range(0, num_splits, CHUNK_S):
+        s = s0 + tl.arange(0, CHUNK_S)
+        smask = s < num_splits
+        m = tl.load(part_max_ptr + base + s, mask=smask, other=float("-inf"))
+        part = tl.load(
+            part_out_ptr + (base + s)[:, None] * HEAD_DIM + d[None, :], mask=smask[:, None] & dmask[None, :], other=0.0
+        )
+        acc += tl.sum(part * tl.exp2(m - m_max)[:, None], axis=0)
+    tl.store(out_ptr + b * stride_ob + h * HEAD_DIM + d, (acc / den).to(out_ptr.dtype.element_ty), mask=dmask)
 
 
 def attention_plan(
@@ -570,7 +591,8 @@ def attention(
             HEAD_DIM=d,
             BLOCK_D=block_d,
             BLOCK_S=max(2, triton.next_power_of_2(splits)),
-            num_warps=_warps(block_d * triton.next_power_of_2(splits), 4),
+            CHUNK_S=ATTN_REDUCE_CHUNK,
+            num_warps=4,
         )
 
 
@@ -608,11 +630,12 @@ def silu_mul(gate_up: torch.Tensor, out: torch.Tensor) -> None:
 
 # --------------------------------------------------------------------------------------------------------------
 # GEMV for small batches: out[B, N] = x[B, K] @ W^T, W [N, K] row-major (nn.Linear's layout).
-# Grid (N / BLOCK_N,). A program owns BLOCK_N weight rows and walks all of K in [BLOCK_N, BLOCK_K] tiles
-# (8K elements, 16 KB in bf16; every row segment is contiguous, so loads are full 16-byte vectors and whole
-# sectors), pipelined num_stages deep; x's [B, BLOCK_K] slice (padded to 16 rows for the tensor-core dot, padding
-# rows not loaded) comes from L2. No split-K, so no workspace, no atomics and no second kernel: BLOCK_N is the
-# widest of 64/32/16 that still gives >= 2 programs per SM (o_proj 4096x4096 -> 16 -> 256 programs).
+# Grid (N / BLOCK_N,). A program owns BLOCK_N weight rows and walks all of K in [BLOCK_N, BLOCK_K] tiles of
+# GEMV_TILE_ELEMS elements (each row segment >= 128 contiguous bytes: full 16-byte vectors, whole sectors),
+# pipelined GEMV_STAGES deep; x's [B, BLOCK_K] slice (padded to 16 rows for the tensor-core dot, padding rows
+# not loaded) comes from L2. The weight is read from HBM exactly once. No split-K, so no workspace, no atomics
+# and no second kernel: BLOCK_N is the widest of 64/32/16 that still gives >= 2 programs per SM (o_proj
+# 4096x4096 -> 16 rows -> 256 programs; gate_up 28672 rows -> 64 -> 448 programs).
 
 
 @triton.jit
@@ -672,7 +695,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
         torch.mm(x, w.t(), out=out)
         return
     block_n = _pick_block(1, n, num_sms(w), (64, 32, 16))
-    block_k = min(8192 // block_n, max(16, triton.next_power_of_2(k)))
+    block_k = min(GEMV_TILE_ELEMS // block_n, max(16, triton.next_power_of_2(k)))
     _gemv_kernel[(triton.cdiv(n, block_n),)](
         x,
         w,
@@ -688,7 +711,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
         BLOCK_K=block_k,
         EVEN_K=k % block_k == 0,
         num_warps=4,
-        num_stages=4,
+        num_stages=GEMV_STAGES,
     )
 
 
