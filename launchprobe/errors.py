@@ -1,6 +1,6 @@
 """The one error type the CLI turns into a one-line message and an exit code.
 
-Exit codes (documented in docs/cli.md):
+Exit codes (documented in docs/analysis.md and docs/reports.md):
 
 ====  =====================================================================
 0     success (compare: no regression)
@@ -11,6 +11,7 @@ Exit codes (documented in docs/cli.md):
 5     a needed tool is missing (nsys, CUDA for a GPU-only option)
 6     a trace file that is not a trace, or is truncated or corrupt
 7     a trace with no GPU work in it, or an NVTX range that never occurs
+127   the command to wrap was not found (``launchprobe nsys``); nothing was run
 130   interrupted (Ctrl-C); partial results are kept
 ====  =====================================================================
 """
@@ -25,6 +26,7 @@ EXIT_INCOMPARABLE = 4
 EXIT_MISSING_TOOL = 5
 EXIT_BAD_TRACE = 6
 EXIT_NO_DATA = 7
+EXIT_COMMAND_NOT_FOUND = 127  # shell convention
 EXIT_INTERRUPTED = 130
 
 
@@ -57,3 +59,7 @@ class NoDataError(LaunchprobeError):
 
 class IncomparableError(LaunchprobeError):
     exit_code = EXIT_INCOMPARABLE
+
+
+class CommandNotFoundError(LaunchprobeError):
+    exit_code = EXIT_COMMAND_NOT_FOUND

@@ -77,7 +77,7 @@ def emit_run(run: dict[str, Any], *, fmt: str | None, output: Path | None, force
     if plot_dir is not None:
         from launchprobe.render.plots import write_plots
 
-        write_plots(run, plot_dir)
+        write_plots(run, plot_dir, force=force)
     emit(run, fmt=fmt, output=None)
 
 

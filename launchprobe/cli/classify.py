@@ -200,5 +200,5 @@ def classify(
     if plot_dir is not None:
         from launchprobe.render.plots import write_plots
 
-        write_plots(run, plot_dir)
+        write_plots(run, plot_dir, force=force)
     emit(run, fmt=fmt, output=None)

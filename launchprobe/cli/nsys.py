@@ -9,13 +9,18 @@ from typing import Any
 import click
 
 from launchprobe.cli.analyze import analysis_options, emit_run, make_options
+from launchprobe.errors import EXIT_COMMAND_NOT_FOUND, EXIT_INTERRUPTED, EXIT_MISSING_TOOL
 
-EPILOG = """\b
+EPILOG = f"""\b
 Examples:
   launchprobe nsys -- python serve.py --model my-model
   launchprobe nsys --dir prof --range 'decode_step.*' -- python bench.py
   launchprobe nsys --capture-cuda-profiler-api --gpu-metrics-devices all -- python bench.py
   launchprobe nsys --nsys-arg=--duration=30 -- python serve.py
+
+\b
+Exit codes: the command's own when it fails; {EXIT_COMMAND_NOT_FOUND} when it is not found (nothing is run);
+{EXIT_MISSING_TOOL} when nsys is not found; {EXIT_INTERRUPTED} on Ctrl-C (what was collected is analysed).
 """
 
 

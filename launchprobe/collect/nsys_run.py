@@ -19,9 +19,14 @@ from types import FrameType
 from typing import Any
 
 from launchprobe.collect.nsys_rep import find_nsys
-from launchprobe.errors import EXIT_INTERRUPTED, LaunchprobeError, UsageError
+from launchprobe.errors import (
+    EXIT_INTERRUPTED,
+    CommandNotFoundError,
+    LaunchprobeError,
+    MissingToolError,
+    UsageError,
+)
 
-EXIT_COMMAND_NOT_FOUND = 127  # shell convention; documented in docs/analysis.md
 BASE_ARGS = ("-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", "--cuda-graph-trace=node")
 
 
@@ -66,7 +71,7 @@ def check_command(command: list[str]) -> None:
         raise UsageError("give the command to profile after --, e.g. launchprobe nsys -- python serve.py")
     exe = command[0]
     if shutil.which(exe) is None:
-        raise LaunchprobeError(f"command not found: {exe}", exit_code=EXIT_COMMAND_NOT_FOUND)
+        raise CommandNotFoundError(f"command not found: {exe}")
 
 
 def profile_argv(nsys: str, options: ProfileOptions, command: list[str]) -> list[str]:
@@ -105,7 +110,7 @@ def run_profile(options: ProfileOptions, command: list[str]) -> ProfileResult:
     try:
         proc = subprocess.Popen(argv, env=env, start_new_session=True)
     except OSError as exc:
-        raise LaunchprobeError(f"cannot run {nsys}: {exc.strerror}", exit_code=5) from None
+        raise MissingToolError(f"cannot run {nsys}: {exc.strerror}") from None
     signals_seen = 0
 
     def forward(signum: int, frame: FrameType | None) -> None:
