@@ -382,7 +382,8 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
         costs = kernel_pass_state["costs"]
         run["notices"].append(
             f"per-kernel pass: 2 CUDA events per op; an event record costs {costs.host_record_ns / 1e3:.2f} us of "
-            f"host time, an event node {costs.node_ns / 1e3:.2f} us of GPU time (see docs/gaps.md)"
+            f"host time, an event node {costs.node_ns / 1e3:.2f} us of GPU time; durations less the "
+            f"{costs.pair_offset_ns / 1e3:.2f} us an event pair adds (see docs/gaps.md)"
         )
     if not config.cuda:
         run["notices"].append("CPU path: step times are wall-clock; kernels and GPU idle are not observable")
@@ -399,7 +400,9 @@ def run_kernel_pass(
         state["costs"] = kernel_pass.measure_event_costs()
     durations = state.setdefault("durations", {})
     if bucket not in durations:
-        durations[bucket] = kernel_pass.graph_durations(bucket, model.step(bucket), config.kernel_repeats)
+        durations[bucket] = kernel_pass.graph_durations(
+            bucket, model.step(bucket), config.kernel_repeats, state["costs"].pair_offset_ns
+        )
     return kernel_pass.kernel_pass(
         mode,
         bucket,

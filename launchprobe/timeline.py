@@ -86,7 +86,9 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
 
 def conform(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """Return ``frame`` with exactly ``columns`` in order and dtype; raises KeyError on a missing column."""
-    return pd.DataFrame({name: frame[name].astype(dtype) for name, dtype in columns.items()}).reset_index(drop=True)
+    return pd.DataFrame({name: frame[name].astype(dtype) for name, dtype in columns.items()}).reset_index(  # type: ignore[call-overload]
+        drop=True
+    )
 
 
 @dataclass

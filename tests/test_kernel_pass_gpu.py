@@ -18,8 +18,8 @@ def test_kernel_pass_times_every_op(mode: str) -> None:
     plan = plan_memory(shape, 8, 256, "bf16", free_bytes=1 << 34, l2_bytes=1 << 20, headroom=0)
     model = DecodeModel(shape, context=256, dtype="bf16", device="cuda", max_bucket=8, plan=plan)
     costs = kernel_pass.measure_event_costs()
-    assert costs.host_record_ns > 0
-    durations = kernel_pass.graph_durations(8, model.step(8), repeats=3)
+    assert costs.host_record_ns > 0 and costs.pair_offset_ns >= 0
+    durations = kernel_pass.graph_durations(8, model.step(8), repeats=3, pair_offset_ns=costs.pair_offset_ns)
     assert len(durations) == len(model.step(8)) and min(durations) > 0
     result = kernel_pass.kernel_pass(
         mode, 8, model.step(8), clean_step_ms=1.0, costs=costs, durations_ns=durations, repeats=3

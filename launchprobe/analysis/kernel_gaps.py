@@ -46,7 +46,7 @@ def step_rows(
     latest_end: int | None = None
     for index, (op, end, duration) in enumerate(zip(ops, end_ns, duration_ns, strict=True)):
         end, duration = int(end), max(0, int(duration))
-        start = end - duration
+        start = max(0, end - duration) if latest_end is None else end - duration
         if latest_end is not None and start < latest_end:
             start = latest_end if end >= latest_end else start  # serial stream: no overlap with the previous op
         gap = 0 if latest_end is None else max(0, start - latest_end)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
 
 import click
 
@@ -60,10 +59,10 @@ def cli() -> None:
     """
 
 
-def main(argv: list[str] | None = None) -> Any:
+def main(argv: list[str] | None = None) -> None:
     """Run the CLI; expected failures become one line on stderr and a documented exit code."""
     try:
-        return cli.main(args=argv, standalone_mode=False)
+        result = cli.main(args=argv, standalone_mode=False)
     except LaunchprobeError as exc:
         click.echo(f"launchprobe: error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -78,3 +77,6 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # With standalone_mode=False click returns ctx.exit(code)'s code instead of exiting.
+    if isinstance(result, int) and not isinstance(result, bool):
+        sys.exit(result)

@@ -33,6 +33,7 @@ BLOCK_STEPS = 3  # steps run back to back before reading the last one, so the qu
 class EventCosts:
     host_record_ns: float  # host time of one event record (eager)
     node_ns: float  # device time one event node adds inside a graph
+    pair_offset_ns: float  # what a start/end event pair adds to a replayed kernel's measured duration
 
 
 class InstrumentedStep:
@@ -82,20 +83,25 @@ def _timed(op: Op, start: Any, end: Any) -> Any:
 
 
 def measure_event_costs(nodes: int = 400) -> EventCosts:
-    """Host cost of an event record, and device cost of an event node in a graph of tiny kernels."""
+    """Host cost of an event record; in a graph of tiny kernels, an event node's cost and a pair's offset.
+
+    The offset calibrates durations: a tiny kernel timed by the event pair around it inside a graph, minus the
+    same kernel's time per node in a graph without events.
+    """
     import torch
 
     from launchprobe.measure.ceilings import _time_once
 
     x = torch.zeros(1, device="cuda")
-    events = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(nodes)]
-    for e in events:
+    starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(nodes)]
+    ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(nodes)]
+    for e in starts:
         e.record()
     torch.cuda.synchronize()
     samples = []
     for _ in range(5):
         t0 = time.perf_counter_ns()
-        for e in events:
+        for e in starts:
             e.record()
         samples.append((time.perf_counter_ns() - t0) / nodes)
         torch.cuda.synchronize()
@@ -104,10 +110,12 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     def graph(with_events: bool) -> Any:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            for e in events:
+            for start, end in zip(starts, ends):
+                if with_events:
+                    start.record()
                 x.add_(1)
                 if with_events:
-                    e.record()
+                    end.record()
         return g
 
     side = torch.cuda.Stream()
@@ -119,7 +127,14 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     marked.replay()
     t_plain = statistics.median(_time_once("cuda", plain.replay) for _ in range(10))
     t_marked = statistics.median(_time_once("cuda", marked.replay) for _ in range(10))
-    return EventCosts(host_record_ns=host, node_ns=max(0.0, (t_marked - t_plain) * 1e9 / nodes))
+    marked.replay()
+    torch.cuda.synchronize()
+    pair = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e6
+    return EventCosts(
+        host_record_ns=host,
+        node_ns=max(0.0, (t_marked - t_plain) * 1e9 / (2 * nodes)),
+        pair_offset_ns=max(0.0, pair - t_plain * 1e9 / nodes),
+    )
 
 
 def median_per_op(samples: list[tuple[list[int], list[int]]]) -> tuple[list[int], list[int]]:
@@ -166,6 +181,7 @@ def kernel_pass(
         "overhead_fraction": instrumented.median / clean_step_ms - 1.0,
         "event_cost_ns": costs.host_record_ns,
         "event_node_ns": costs.node_ns,
+        "event_pair_offset_ns": costs.pair_offset_ns,
         "events_per_op": 2,
         "span_ns": rows[-1]["end_ns"] - rows[0]["start_ns"] if rows else 0,
         "kernels": rows,
@@ -179,14 +195,15 @@ def kernel_pass(
     return result
 
 
-def graph_durations(bucket: int, ops: Sequence[Op], repeats: int) -> list[int]:
-    """Each op's own time: events around it inside one captured graph of the whole step (median of repeats)."""
+def graph_durations(bucket: int, ops: Sequence[Op], repeats: int, pair_offset_ns: float) -> list[int]:
+    """Each op's own time: events around it inside one captured graph of the whole step (median of repeats),
+    less the calibrated offset an event pair adds."""
     import torch
 
     step = InstrumentedStep("full", bucket, ops, torch.cuda.graph_pool_handle())
     samples = step.sample(repeats)
     durations = [
-        int(statistics.median(end - start for start, end in zip(col_s, col_e)))
+        max(0, int(statistics.median(end - start for start, end in zip(col_s, col_e)) - pair_offset_ns))
         for col_s, col_e in zip(zip(*(s for s, _ in samples)), zip(*(e for _, e in samples)))
     ]
     del step
