@@ -48,6 +48,7 @@ class ClassifyConfig:
     kernels: bool = False  # the per-kernel CUDA-event pass
     kernel_repeats: int = 5
     nvtx: str = "steps"  # off | steps | ops (measure/markers.py)
+    projections: str = "cublas"  # cublas | gemv (workload/model.py)
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -85,6 +86,7 @@ class ClassifyConfig:
             "plan": self.plan,
             "kernels": self.kernels,
             "nvtx": self.nvtx,
+            "projections": self.projections,
         }
 
     def graph_capture_sizes(self) -> list[int] | None:
@@ -324,6 +326,7 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
         device=config.device,
         max_bucket=max_bucket,
         plan=memory,
+        projections=config.projections,
     )
     markers = Markers(config.nvtx)
     kernel_pass_state: dict[str, Any] = {}
@@ -346,13 +349,15 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
             warm_up(runner.run, config.warmup, config.cuda)
             progress.status(f"{label}: timing {config.steps} steps")
             if config.cuda:
-                samples = Samples.of(time_steps_cuda(runner.run, config.steps))
+                host: list[float] = []
+                samples = Samples.of(time_steps_cuda(runner.run, config.steps, host))
+                host_ms = host[0]
                 progress.status(f"{label}: CUPTI pass, {config.profile_steps} steps")
                 activity = profile_gpu_activity(runner.run, config.profile_steps)
                 busy, kernels = activity.busy_ms_per_step, activity.kernels_per_step
             else:
                 samples = Samples.of(time_steps_cpu(runner.run, config.steps))
-                busy, kernels = None, None
+                busy, kernels, host_ms = None, None, samples.median
             record.update(
                 measured_fields(
                     record,
@@ -364,6 +369,10 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
                     cuda=config.cuda,
                 )
             )
+            record["host_ms_per_step"] = host_ms
+            launched = kernels or record["kernels_expected"]
+            # Host time per kernel of this mode's step, beside a bare loop of tiny launches (the ceiling).
+            record["host_ns_per_kernel"] = host_ms * 1e6 / launched if mode == "eager" else None
             if markers.level == "ops" and config.cuda:
                 bare = StepRunner(mode, bucket, runner.segments)  # the same graphs, no NVTX ranges
                 warm_up(bare.run, 3, True)
@@ -403,7 +412,7 @@ def run_kernel_pass(
         durations[bucket] = kernel_pass.graph_durations(
             bucket, model.step(bucket), config.kernel_repeats, state["costs"].pair_offset_ns
         )
-    return kernel_pass.kernel_pass(
+    result = kernel_pass.kernel_pass(
         mode,
         bucket,
         model.step(bucket),
@@ -412,6 +421,14 @@ def run_kernel_pass(
         durations_ns=durations[bucket],
         repeats=config.kernel_repeats,
     )
+    # Per-op achieved bandwidth, so the weak kernels of a step are visible (bytes of the bucket's batch).
+    costs = costmodel.step_cost(config.shape, bucket, config.context, config.dtype).by_name()
+    for row in result["ops"]:
+        cost = costs.get(row["op"])
+        if cost is not None and row["time_ns_total"] > 0:
+            row["bytes"] = cost.bytes
+            row["achieved_bandwidth_bytes_per_s"] = cost.bytes / (row["time_ns_total"] / 1e9)
+    return result
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -434,6 +451,7 @@ def build_config(
     plan: bool = False,
     kernels: bool = False,
     nvtx: str = "steps",
+    projections: str = "cublas",
 ) -> ClassifyConfig:
     """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager."""
     from launchprobe.workload.shape import load_shape
@@ -460,6 +478,7 @@ def build_config(
         plan=plan,
         kernels=kernels,
         nvtx=nvtx,
+        projections=projections,
         notices=notices,
     )
     config.validate()

@@ -117,6 +117,13 @@ Examples:
     show_default=True,
     help="NVTX ranges for nsys: one per step, or also per layer, op and graph piece (its cost is measured).",
 )
+@click.option(
+    "--projections",
+    type=click.Choice(["cublas", "gemv"]),
+    default="cublas",
+    show_default=True,
+    help="Projection kernels: cuBLAS GEMMs, or launchprobe's Triton GEMV at batch <= 16 (cuBLAS above).",
+)
 @click.option("--plan", is_flag=True, help="Print the per-step cost model and floors; run nothing.")
 @click.option(
     "--format",
@@ -144,6 +151,7 @@ def classify(
     remeasure_ceilings: bool,
     kernels: bool,
     nvtx: str,
+    projections: str,
     plan: bool,
     fmt: str | None,
     output: Path | None,
@@ -187,6 +195,7 @@ def classify(
             steps=steps,
             kernels=kernels,
             nvtx=nvtx,
+            projections=projections,
             device=device,
             capture_sizes=capture_sizes,
             ceilings_source=ceilings_source,

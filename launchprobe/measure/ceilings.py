@@ -27,7 +27,7 @@ DATASHEET: dict[str, tuple[float, float, str]] = {
     "NVIDIA A100-SXM4-40GB": (1.555e12, 312e12, "NVIDIA A100 datasheet (SXM 40GB): 1.555 TB/s, 312 TFLOPS bf16"),
 }
 
-CEILINGS_VERSION = 1  # bump when the measurement method changes, so old cache entries are ignored
+CEILINGS_VERSION = 2  # bump when the measurement method changes, so old cache entries are ignored
 
 
 @dataclass
@@ -91,13 +91,12 @@ def measure_hbm_read(device: str, *, buffer_bytes: int, buffers: int = 4, repeat
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     n = buffer_bytes // (2 if dtype == torch.bfloat16 else 4)
     xs = [torch.empty(n, dtype=dtype, device=device).normal_() for _ in range(buffers)]
-    out = torch.empty((), dtype=torch.float32, device=device)
     for x in xs:  # warm-up
-        torch.sum(x, dim=0, dtype=torch.float32, out=out)
+        x.sum()
     rates = []
     for i in range(repeats):
         x = xs[i % buffers]
-        seconds = _time_once(device, lambda x=x: torch.sum(x, dim=0, dtype=torch.float32, out=out))
+        seconds = _time_once(device, x.sum)
         rates.append(x.numel() * x.element_size() / seconds)
     return float(statistics.median(rates))
 
@@ -178,7 +177,7 @@ def _time_once(device: str, fn: Any) -> float:
 def measure_ceilings(device: str, dtype: str, l2_bytes: int) -> Ceilings:
     cuda = device.startswith("cuda")
     # Buffers far larger than the last-level cache; on CPU capped to keep the CPU path quick.
-    buffer_bytes = max(1 << 30, 16 * l2_bytes) if cuda else min(512 << 20, max(64 << 20, 2 * l2_bytes))
+    buffer_bytes = max(2 << 30, 32 * l2_bytes) if cuda else min(512 << 20, max(64 << 20, 2 * l2_bytes))
     buffers, repeats = (4, 20) if cuda else (2, 6)
     matmul_size = 8192 if cuda else 512
     details: dict[str, Any] = {

@@ -23,6 +23,8 @@ TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.flo
 # new key and value into the KV cache.
 EAGER_IN_PIECEWISE = frozenset({"kv_write", "attention"})
 
+PROJECTIONS = ("cublas", "gemv")  # GEMMs through torch.mm, or launchprobe's Triton GEMV for small batches
+
 WEIGHT_STD = 0.02  # random weights, never zeros: zeros can run faster than real data
 
 
@@ -98,12 +100,26 @@ def plan_memory(
 class DecodeModel:
     """Weights and KV cache for the largest bucket; ``step(bucket)`` builds the op list for one batch bucket."""
 
-    def __init__(self, shape: Shape, *, context: int, dtype: str, device: str, max_bucket: int, plan: MemoryPlan):
+    def __init__(
+        self,
+        shape: Shape,
+        *,
+        context: int,
+        dtype: str,
+        device: str,
+        max_bucket: int,
+        plan: MemoryPlan,
+        projections: str = "cublas",
+    ):
         from launchprobe.kernels import get_ops
 
         self.shape, self.context, self.dtype, self.device = shape, context, dtype, device
         self.max_bucket, self.plan = max_bucket, plan
         self.ops = get_ops(torch.device(device).type)
+        if projections not in PROJECTIONS:
+            raise UsageError(f"--projections {projections!r}: expected one of {', '.join(PROJECTIONS)}")
+        # The same projection kernels in every mode, so eager and graphs stay comparable.
+        self.project = self.ops.gemv if projections == "gemv" else self.ops.linear
         tdtype = TORCH_DTYPES[dtype]
         gen = torch.Generator(device=device).manual_seed(0)
 
@@ -159,21 +175,21 @@ class DecodeModel:
                 attn_norm = _bind(ops.add_rmsnorm, b.x, b.residual, w.attn_norm, s.rms_eps, b.normed, True)
             steps += [
                 Op("attn_norm", layer, attn_norm),
-                Op("qkv", layer, _bind(ops.linear, b.normed, w.qkv, b.qkv)),
+                Op("qkv", layer, _bind(self.project, b.normed, w.qkv, b.qkv)),
                 Op("rotary", layer, _bind(ops.rotary, q, k, b.positions, s.rope_theta, s.head_dim)),
                 Op("kv_write", layer, _bind(ops.kv_write, k, v, kc, vc, b.positions)),
                 Op(
                     "attention", layer, _bind(ops.attention, q, kc, vc, self.context, b.attn_out, scale, attention_plan)
                 ),
-                Op("o_proj", layer, _bind(ops.linear, b.attn_out, w.o_proj, b.x)),
+                Op("o_proj", layer, _bind(self.project, b.attn_out, w.o_proj, b.x)),
                 Op("mlp_norm", layer, _bind(ops.add_rmsnorm, b.x, b.residual, w.mlp_norm, s.rms_eps, b.normed, True)),
-                Op("gate_up", layer, _bind(ops.linear, b.normed, w.gate_up, b.gate_up)),
+                Op("gate_up", layer, _bind(self.project, b.normed, w.gate_up, b.gate_up)),
                 Op("silu_mul", layer, _bind(ops.silu_mul, b.gate_up, b.act)),
-                Op("down", layer, _bind(ops.linear, b.act, w.down, b.x)),
+                Op("down", layer, _bind(self.project, b.act, w.down, b.x)),
             ]
         steps += [
             Op("final_norm", -1, _bind(ops.add_rmsnorm, b.x, b.residual, self.final_norm, s.rms_eps, b.normed, False)),
-            Op("lm_head", -1, _bind(ops.linear, b.normed, self.lm_head, b.logits)),
+            Op("lm_head", -1, _bind(self.project, b.normed, self.lm_head, b.logits)),
         ]
         return steps
 

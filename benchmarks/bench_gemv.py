@@ -1,0 +1,75 @@
+"""cuBLAS (torch.mm) against launchprobe's Triton GEMV on the decode projections, achieved HBM bandwidth.
+
+Each call reads its weight from HBM: weights rotate over copies whose total is far above the L2 cache, and calls
+are replayed from a CUDA graph so launch overhead stays out. Run on a GPU:
+    python benchmarks/bench_gemv.py [--batches 1,4,8,16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+SHAPES = {
+    # name: (N, K) of y[B, N] = x[B, K] @ W[N, K].T
+    "8b qkv": (6144, 4096),
+    "8b o_proj": (4096, 4096),
+    "8b gate_up": (28672, 4096),
+    "8b down": (4096, 14336),
+    "8b lm_head": (128256, 4096),
+    "70b qkv": (10240, 8192),
+    "70b o_proj": (8192, 8192),
+    "70b gate_up": (57344, 8192),
+    "70b down": (8192, 28672),
+}
+
+
+def bench(fn_name: str, n: int, k: int, batch: int, copies: int, calls: int) -> float:
+    from launchprobe.kernels import get_ops
+
+    ops = get_ops("cuda")
+    fn = ops.linear if fn_name == "cublas" else ops.gemv
+    ws = [torch.empty(n, k, dtype=torch.bfloat16, device="cuda").normal_(0, 0.02) for _ in range(copies)]
+    x = torch.randn(batch, k, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(batch, n, dtype=torch.bfloat16, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        for w in ws:
+            fn(x, w, out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fn(x, ws[i % copies], out)
+    graph.replay()
+    times = []
+    for _ in range(7):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / calls)
+    bytes_moved = 2 * (n * k + batch * k + batch * n)
+    return bytes_moved / statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batches", default="1,4,8,16")
+    args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    print(f"{'projection':<12} {'B':>3} {'cuBLAS TB/s':>12} {'Triton TB/s':>12} {'ratio':>6}")
+    for name, (n, k) in SHAPES.items():
+        copies = max(2, -(-4 * l2 // (2 * n * k)))
+        for batch in batches:
+            cublas = bench("cublas", n, k, batch, copies, 40)
+            triton = bench("gemv", n, k, batch, copies, 40)
+            print(f"{name:<12} {batch:>3} {cublas / 1e12:>12.2f} {triton / 1e12:>12.2f} {triton / cublas:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
