@@ -129,7 +129,9 @@ def test_bad_shape_file(tmp_path: Path) -> None:
     bad.write_text("layers = [")
     assert "invalid TOML" in launchprobe("classify", "--plan", "--shape", str(bad)).stderr
     odd = tmp_path / "odd.toml"
-    odd.write_text('name = "odd"\nlayers = 2\nhidden = 64\nffn = 128\nheads = 3\nkv_heads = 2\nhead_dim = 16\nvocab = 10\n')
+    odd.write_text(
+        'name = "odd"\nlayers = 2\nhidden = 64\nffn = 128\nheads = 3\nkv_heads = 2\nhead_dim = 16\nvocab = 10\n'
+    )
     proc = launchprobe("classify", "--plan", "--shape", str(odd))
     assert proc.returncode == 2 and "multiple of kv_heads" in proc.stderr
 
