@@ -48,11 +48,13 @@ def test_memory_plan_cycles_only_layers_far_larger_than_l2() -> None:
 
 
 def test_kernels_per_step_counts_the_attention_reduce_when_split() -> None:
+    from launchprobe.kernels import attention_kernels
+
     shape = load_shape("llama-3-8b")
-    small = kernels_per_step(shape, 1, 1024, 132)  # 8 (sequence, kv head) pairs: split-K attention + reduce
-    large = kernels_per_step(shape, 256, 1024, 132)  # 2048 pairs fill the chip: one attention kernel
-    assert large == costmodel.logical_ops_per_step(shape) == 323
-    assert small == 323 + 32
+    for batch in (1, 8, 256):
+        reduce = attention_kernels(batch, shape.kv_heads, 1024, 132) - 1
+        assert kernels_per_step(shape, batch, 1024, 132) == 323 + 32 * reduce
+    assert kernels_per_step(shape, 256, 1024, 132) == costmodel.logical_ops_per_step(shape) == 323
 
 
 @pytest.mark.gpu

@@ -23,6 +23,7 @@ from launchprobe.analysis.kernel_gaps import (
     gap_distribution,
     step_rows,
 )
+from launchprobe.measure.markers import Markers
 from launchprobe.workload.model import Op
 from launchprobe.workload.modes import StepRunner, prepare
 
@@ -48,7 +49,8 @@ class InstrumentedStep:
         wrapped = [
             Op(op.name, op.layer, _timed(op, start, end)) for op, start, end in zip(self.ops, self.starts, self.ends)
         ]
-        self.runner: StepRunner = prepare(mode, bucket, wrapped, pool)
+        # A step-level NVTX range of its own, so an nsys trace can set these steps beside the events.
+        self.runner: StepRunner = prepare(mode, bucket, wrapped, pool, Markers("steps"), range_name="kernel_pass")
         graphed = {id(op) for seg in self.runner.segments if seg.graphed for op in seg.ops}
         self.timings = [
             OpTiming(op.name, op.layer, host_launched=id(w) not in graphed) for op, w in zip(self.ops, wrapped)

@@ -1,7 +1,8 @@
 """NVTX ranges in one domain, so a run under ``nsys profile -t cuda,nvtx`` shows the structure of each step.
 
 Domain ``launchprobe``. Names (docs/gaps.md):
-  ``decode_step mode=<mode> batch=<batch> bucket=<bucket>``  one step (every level but ``off``)
+  ``decode_step mode=<mode> bucket=<bucket>``               one step (every level but ``off``)
+  ``kernel_pass mode=<mode> bucket=<bucket>``               one step of the per-kernel event pass
   ``layer <i>``                                         one layer, eager ops only (level ``ops``)
   ``<op>``                                              one op (``attn_norm``, ``qkv``, ... ``lm_head``)
   ``graph <k>/<n> <first op>..<last op>``               one replay of a captured piece (piecewise, full)

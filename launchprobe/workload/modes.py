@@ -93,6 +93,7 @@ class StepRunner:
     capture_s: float | None = None
     capture_bytes: int | None = None
     markers: Markers | None = None
+    range_name: str = "decode_step"  # NVTX name of the step range
     _calls: list[Callable[[], Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -104,7 +105,7 @@ class StepRunner:
         per_op = markers is not None and markers.level == "ops"
         calls: list[Callable[[], Any]] = []
         if markers:
-            calls.append(markers.push(f"decode_step mode={self.mode} bucket={self.bucket}"))
+            calls.append(markers.push(f"{self.range_name} mode={self.mode} bucket={self.bucket}"))
         graphs = self.graphs
         graph_index = 0
         open_layer: int | None = None
@@ -174,8 +175,15 @@ class StepRunner:
         self._calls = self._flatten()
 
 
-def prepare(mode: str, bucket: int, ops: Sequence[Op], pool: Any = None, markers: Markers | None = None) -> StepRunner:
-    runner = StepRunner(mode, bucket, split_segments(ops, mode), markers=markers)
+def prepare(
+    mode: str,
+    bucket: int,
+    ops: Sequence[Op],
+    pool: Any = None,
+    markers: Markers | None = None,
+    range_name: str = "decode_step",
+) -> StepRunner:
+    runner = StepRunner(mode, bucket, split_segments(ops, mode), markers=markers, range_name=range_name)
     if mode in GRAPH_MODES:
         runner.capture(pool)
     return runner
