@@ -48,4 +48,35 @@ if [[ $stage == all || $stage == perf ]]; then
       | python3 -c "import json,sys; r=json.load(sys.stdin)['results'][0]; print('$shape', r['kernels_per_step'], r['kernels_expected'], round(r['step_ms_median'], 3), r['verdict'])" | tee -a "$OUT/log.txt"
   done
 fi
+if [[ $stage == sweep ]]; then
+  log "gpu tests (kernels)"
+  python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernels_gpu.py 2>&1 | tail -8 | tee -a "$OUT/log.txt"
+  log "python3 benchmarks/bench_kernels_sweep.py"
+  python3 benchmarks/bench_kernels_sweep.py 2>&1 | tee -a "$OUT/log.txt"
+fi
+if [[ $stage == final ]]; then
+  log "gpu tests"
+  python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -8 | tee -a "$OUT/log.txt"
+  log "python3 benchmarks/bench_overhead.py"
+  python3 benchmarks/bench_overhead.py 2>&1 | tee -a "$OUT/log.txt"
+  log "launchprobe classify (defaults) with an empty ceilings cache; wall time includes measuring the ceilings"
+  rm -rf /tmp/fresh-cache
+  /usr/bin/time -f "wall %e s" env XDG_CACHE_HOME=/tmp/fresh-cache launchprobe classify --output "$OUT/default.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3-8b --batch 1,64 --kernels"
+  launchprobe classify --shape llama-3-8b --batch 1,64 --kernels -q --output "$OUT/kernels_8b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels"
+  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels -q --output "$OUT/l70b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128"
+  launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128 -q --output "$OUT/l1b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "kernels per token: launchprobe classify --shape S --batch 1 --mode eager --steps 5 --warmup 2, every preset"
+  for shape in tiny llama-3.2-1b llama-3-8b llama-3-70b; do
+    launchprobe classify --shape $shape --batch 1 --mode eager --steps 5 --warmup 2 -q --format json 2>/dev/null \
+      | python3 -c "import json,sys; r=json.load(sys.stdin)['results'][0]; print('$shape', r['kernels_per_step'], r['kernels_expected'], round(r['step_ms_median'], 3), r['verdict'])" | tee -a "$OUT/log.txt"
+  done
+  log "launchprobe nsys --range 'kernel_pass.*' --range 'decode_step.*' -- launchprobe classify --shape llama-3-8b --batch 1 --mode eager,full --kernels"
+  rm -rf /tmp/nx
+  launchprobe nsys --dir /tmp/nx --name x8b --range 'kernel_pass.*' --range 'decode_step.*' --format json --output "$OUT/nsys_8b.json" -- \
+    python3 -m launchprobe classify --shape llama-3-8b --batch 1 --mode eager,full --kernels --steps 20 -q --format json --output /tmp/nx/classify.json > /dev/null 2>> "$OUT/log.txt"
+  cp /tmp/nx/classify.json "$OUT/nsys_8b_classify.json"
+fi
 ls -la "$OUT" | tee -a "$OUT/log.txt"
