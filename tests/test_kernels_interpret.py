@@ -64,10 +64,28 @@ for b, nh, nkv, d, c, ctx, sms in (
 ):
     _case("attention", NO_BF16, b=b, nh=nh, nkv=nkv, d=d, c=c, ctx=ctx, sms=sms)
 _case("attention", NO_BF16, b=2, nh=4, nkv=2, d=16, c=300, ctx=300, sms=132, plan_b=4)  # padded-batch plan
+# the tuning knobs: the two-kernel reduce, 16/32-token tiles (more splits), a group of 8 merged in chunks
+for b, nh, nkv, d, c, ctx, bn, fused in (
+    (1, 8, 2, 16, 256, 256, 64, 0),
+    (3, 4, 2, 16, 200, 150, 16, 1),
+    (1, 16, 2, 64, 300, 257, 16, 1),
+    (2, 8, 1, 80, 100, 97, 32, 1),
+):
+    _case("attention", NO_BF16, b=b, nh=nh, nkv=nkv, d=d, c=c, ctx=ctx, sms=132, bn=bn, fused=fused)
 for b, f in ((1, 96), (3, 1000), (1, 14336)):
     _case("silu_mul", ALL, b=b, f=f)
 for b, n, k in ((1, 70, 100), (3, 256, 512), (8, 48, 1024), (16, 33, 64), (17, 20, 30)):
     _case("gemv", NO_BF16, b=b, n=n, k=k)
+# split-K (in-kernel reduce through the arrival counters), ragged K, the B=1 multiply-and-reduce path
+for b, n, k, bn, sp, dot in (
+    (1, 70, 1000, 32, 3, 1),
+    (3, 256, 512, 32, 4, 1),
+    (16, 33, 640, 32, 5, 1),
+    (1, 100, 512, 16, 4, 0),
+    (1, 40, 300, 32, 1, 0),
+    (2, 64, 4096, 64, 16, 1),
+):
+    _case("gemv", NO_BF16, b=b, n=n, k=k, bn=bn, sp=sp, dot=dot)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -94,6 +112,7 @@ def _numpy_index_shim() -> None:
 def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
     import torch
 
+    from launchprobe.kernels import gemv_config
     from launchprobe.kernels import reference as R
     from launchprobe.kernels import triton_ops as T
 
@@ -154,12 +173,19 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
         kc, vc = torch.randn(b, c, nkv, d, dtype=dt), torch.randn(b, c, nkv, d, dtype=dt)
         big = torch.full((b, nh * d + 8), nan, dtype=dt)  # out as a row-strided view: the tail must stay NaN
         o_t, o_r = big[:, : nh * d], torch.full((b, nh * d), nan, dtype=dt)
-        plan = T.attention_plan(p.get("plan_b", b), c, nh, nkv, d, "cpu", num_sms=p["sms"])
+        knobs = {"block_n": p.get("bn", 64), "fused_reduce": bool(p.get("fused", 1))}
+        plan = T.attention_plan(p.get("plan_b", b), c, nh, nkv, d, "cpu", num_sms=p["sms"], **knobs)
         T.attention(q, kc, vc, ctx, o_t, d**-0.5, plan)
         R.attention(q, kc, vc, ctx, o_r, d**-0.5)
         errs["out"] = rel(o_t, o_r)
         checks["fully written"] = bool(torch.isfinite(o_t.float()).all())
         checks["nothing written past the rows"] = bool(big[:, nh * d :].isnan().all())
+        first = o_t.clone()
+        o_t.fill_(nan)
+        T.attention(q, kc, vc, ctx, o_t, d**-0.5, plan)  # again: the arrival counters were reset
+        checks["second call identical"] = bool(torch.equal(o_t, first))
+        if plan.counters is not None:
+            checks["counters back to zero"] = not bool(plan.counters.any())
         errs["splits"] = float(plan.splits(ctx))
     elif op == "silu_mul":
         b, f = p["b"], p["f"]
@@ -173,9 +199,20 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
         b, n, k = p["b"], p["n"], p["k"]
         x, w = torch.randn(b, k, dtype=dt), torch.randn(n, k, dtype=dt)
         o_t = torch.full((b, n), nan, dtype=dt)
-        T.gemv(x, w, o_t)
+        plan = None
+        if "sp" in p:
+            cfg = gemv_config(n, k, b, block_n=p["bn"], splits=p["sp"], use_dot=bool(p["dot"]))
+            plan = T.gemv_plan(n, k, b, "cpu", config=cfg)
+            errs["splits"] = float(cfg.splits)
+        T.gemv(x, w, o_t, plan)
         errs["out"] = rel(o_t, x.double() @ w.double().T)
         checks["fully written"] = bool(torch.isfinite(o_t.float()).all())
+        first = o_t.clone()
+        o_t.fill_(nan)
+        T.gemv(x, w, o_t, plan)  # again: the counters were reset, the fixed-order reduce is deterministic
+        checks["second call identical"] = bool(torch.equal(o_t, first))
+        if plan is not None and plan.counters is not None:
+            checks["counters back to zero"] = not bool(plan.counters.any())
     else:  # pragma: no cover
         raise ValueError(op)
     return {"errs": errs, "checks": checks}

@@ -16,6 +16,8 @@ from launchprobe.kernels import (
     attention_split_tokens,
     attention_splits,
     cdiv,
+    gemv_config,
+    gemv_kernels,
     get_ops,
 )
 from launchprobe.kernels import reference as R
@@ -237,7 +239,8 @@ def test_reference_ops_work_in_bf16() -> None:
 def test_attention_split_heuristic() -> None:
     # B=1, 8 kv heads, C=1024 on 132 SMs: 8 pairs would idle 124 SMs, so the context is split (16 tiles of 64).
     assert attention_splits(1, 8, 1024, 132) == 16
-    assert attention_kernels(1, 8, 1024, 132) == 2
+    assert attention_kernels(1, 8, 1024, 132) == 1  # the splits are merged inside the split kernel...
+    assert attention_kernels(1, 8, 1024, 132, fused_reduce=False) == 2  # ...or by a second, reduce kernel
     # B=256: 2048 pairs fill the chip: one split, no reduce kernel.
     assert attention_splits(256, 8, 1024, 132) == 1
     assert attention_kernels(256, 8, 1024, 132) == 1
@@ -269,7 +272,56 @@ def test_attention_plan_workspace_shapes() -> None:
     assert plan.max_splits == attention_max_splits(2, 8, 1024, 132) > 1
     assert plan.partial_out is not None and plan.partial_out.shape == (2, 32, plan.max_splits, 128)
     assert plan.partial_max is not None and plan.partial_max.dtype == F32
-    assert plan.kernels() == 2 and plan.kernels(64) == 1
+    assert plan.kernels() == 1 and plan.kernels(64) == 1  # fused reduce by default
     big = R.make_attention_plan(256, 1024, 32, 8, 128, "cpu", num_sms=132)
     assert big.max_splits == 1 and big.partial_out is None  # never splits: no workspace
     assert get_ops("cpu").attention_plan(2, 1024, 32, 8, 128, "cpu").partial_out is None  # reference needs none
+
+
+GEMV_SHAPES = {  # (N, K) of the llama-3 decode projections
+    "8b qkv": (6144, 4096),
+    "8b o_proj": (4096, 4096),
+    "8b gate_up": (28672, 4096),
+    "8b down": (4096, 14336),
+    "8b lm_head": (128256, 4096),
+    "70b qkv": (10240, 8192),
+    "70b o_proj": (8192, 8192),
+    "70b gate_up": (57344, 8192),
+    "70b down": (8192, 28672),
+}
+
+
+def test_gemv_config_heuristic_on_h200() -> None:
+    splits = {name: gemv_config(n, k, 1, 132).splits for name, (n, k) in GEMV_SHAPES.items()}
+    # o_proj / down at 8B: 128 row tiles of 32 cannot fill 132 SMs; 4 K splits give 512 programs, one wave
+    assert splits["8b o_proj"] == splits["8b down"] == 4
+    assert splits["8b qkv"] == splits["70b o_proj"] == splits["70b down"] == 2
+    assert splits["8b gate_up"] == splits["8b lm_head"] == splits["70b gate_up"] == splits["70b qkv"] == 1
+    for (n, k), batch in ((GEMV_SHAPES["8b o_proj"], 16), (GEMV_SHAPES["70b down"], 8)):
+        assert gemv_config(n, k, batch, 132).programs(n) <= 4 * 132
+
+
+@pytest.mark.parametrize("batch", [1, 3, 16])
+@pytest.mark.parametrize("nk", [*GEMV_SHAPES.values(), (70, 100), (1000, 300), (33, 640)])
+def test_gemv_config_covers_k(nk: tuple[int, int], batch: int) -> None:
+    n, k = nk
+    for splits in (None, 1, 3, 8, 100):
+        cfg = gemv_config(n, k, batch, 132, splits=splits)
+        assert cfg.k_split % cfg.block_k == 0  # whole tiles per split: only K's own tail is ragged
+        assert (cfg.splits - 1) * cfg.k_split < k <= cfg.splits * cfg.k_split  # no empty split, all of K
+        assert cfg.block_n * cfg.block_k <= 4096 or cfg.block_k == 16
+        assert 1 <= cfg.splits <= max(1, cdiv(k, cfg.block_k))
+    assert gemv_kernels(batch) == 1
+
+
+def test_kernels_per_step_one_per_op() -> None:
+    """Every projection (gemv) and the attention are one launch each: llama-3-70b's step is its op count."""
+    from launchprobe.workload import costmodel
+    from launchprobe.workload.model import kernels_per_step
+    from launchprobe.workload.shape import load_shape
+
+    for name in ("llama-3-8b", "llama-3-70b"):
+        shape = load_shape(name)
+        for batch in (1, 8, 64):
+            assert kernels_per_step(shape, batch, 1024, 132) == costmodel.logical_ops_per_step(shape)
+    assert 800 <= kernels_per_step(load_shape("llama-3-70b"), 1, 1024, 132) <= 900

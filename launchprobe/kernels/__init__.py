@@ -1,6 +1,6 @@
 """The kernels of one decode step, behind one interface with two implementations.
 
-``get_ops("cuda")`` gives the fused Triton kernels (``triton_ops``: one launch per op, attention one or two);
+``get_ops("cuda")`` gives the fused Triton kernels (``triton_ops``: one launch per op);
 ``get_ops("cpu")`` gives the plain-torch reference (``reference``: several torch kernels per op, any device).
 Both write into caller-owned buffers (``out=`` or in place) and never allocate, sync or branch on tensor values
 per call, so a step built from them can be captured in a CUDA graph.
@@ -12,7 +12,10 @@ Interface (``Ops``), all tensors in the model dtype (bf16/fp16) unless said, row
 
 - ``embedding(ids, table, out)``: ``out[b] = table[ids[b]]`` (torch: one gather kernel).
 - ``linear(x, w, out)``: ``out = x @ w.T``, ``w`` is ``[N, K]`` row-major (torch.mm, cuBLAS).
-- ``gemv(x, w, out)``: same contract as ``linear``; Triton GEMV for small batches on CUDA.
+- ``gemv(x, w, out)``: same contract as ``linear``; Triton GEMV for small batches on CUDA: one launch, split-K
+  reduced inside the kernel. Its per-shape workspace (a ``GemvPlan``, keyed by (N, K, B, device)) is made at the
+  first call: make that call (a warm-up) before capturing a CUDA graph; the Triton ``gemv`` refuses to make one
+  during capture. Or pass ``plan=triton_ops.gemv_plan(...)`` explicitly.
 - ``rmsnorm(x, weight, eps, out, residual_out)``: ``residual_out = x``; ``out = rmsnorm(x) * weight``.
 - ``add_rmsnorm(x, residual, weight, eps, out, store_residual=True)``: ``residual += x`` (kept only when
   ``store_residual``); ``out = rmsnorm(residual) * weight``.
@@ -23,7 +26,7 @@ Interface (``Ops``), all tensors in the model dtype (bf16/fp16) unless said, row
 - ``attention_plan(batch, context_len, num_heads, num_kv_heads, head_dim, device, num_sms=None)``: the
   preallocated split-K workspace, made once per (batch bucket, context).
 - ``attention(q, k_cache, v_cache, context_len, out, scale, plan)``: grouped-query decode attention over the
-  first ``context_len`` cache entries.
+  first ``context_len`` cache entries; one launch (split-K merged in the kernel; see ``ATTN_FUSED_REDUCE``).
 - ``silu_mul(gate_up, out)``: ``out = silu(gate_up[:, :F]) * gate_up[:, F:]``.
 """
 
@@ -44,6 +47,11 @@ ATTN_BLOCK_N = 64
 ATTN_SPLIT_BELOW_FILL = 0.8
 # ...and then aim for this many programs per SM (several resident CTAs hide HBM latency).
 ATTN_PROGRAMS_PER_SM = 2
+# Merge the splits inside the split kernel (the last program of each (sequence, kv head) to finish merges, found
+# with an arrival counter): one launch per attention call. False: a second, reduce kernel (two launches).
+ATTN_FUSED_REDUCE = True
+ATTN_NUM_WARPS = 4
+ATTN_NUM_STAGES = 3
 
 # Kernel launches per call of each Triton op (attention: see ``attention_kernels``).
 TRITON_KERNELS = {
@@ -53,47 +61,180 @@ TRITON_KERNELS = {
     "rotary": 1,
     "kv_write": 1,
     "silu_mul": 1,
-    "gemv": 1,  # batches above GEMV_MAX_BATCH fall back to cuBLAS (usually 1 kernel, 2 if it splits K)
+    "gemv": 1,  # split-K included (in-kernel reduce); batches above GEMV_MAX_BATCH fall back to cuBLAS
     "linear": 1,  # cuBLAS; may add a split-K reduce kernel for some shapes
 }
 GEMV_MAX_BATCH = 16
+# GEMV tiles: elements of W per pipelined [BLOCK_N, BLOCK_K] tile (4096 bf16 = 8 KB) and pipeline depth. With
+# 16 rows of x per stage that is 40-48 KB of shared memory per program: 4 programs fit on an SM.
+GEMV_TILE_ELEMS = 4096
+GEMV_STAGES = 4
+GEMV_NUM_WARPS = 4
+# Programs per SM the split count aims for, at most: all of them resident at once (one wave, no tail wave).
+GEMV_PROGRAMS_PER_SM = 4
+# Each split walks at least this many K tiles (so the pipeline fills), and there are at most GEMV_MAX_SPLITS.
+GEMV_MIN_TILES_PER_SPLIT = 4
+GEMV_MAX_SPLITS = 16
+# B=1: multiply-and-reduce on CUDA cores instead of a 16-row padded tensor-core dot (a sweep knob).
+GEMV_FMA_AT_BATCH_1 = False
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def attention_splits(batch: int, num_kv_heads: int, context_len: int, num_sms: int = DEFAULT_NUM_SMS) -> int:
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """Launch configuration of the Triton GEMV: grid (cdiv(N, block_n), splits), K cut in ``splits`` ranges of
+    ``k_split`` elements (whole tiles). ``splits == 1`` is the plain kernel (no workspace, no atomics)."""
+
+    block_n: int
+    block_k: int
+    splits: int
+    k_split: int
+    num_warps: int = GEMV_NUM_WARPS
+    num_stages: int = GEMV_STAGES
+    use_dot: bool = True
+
+    def programs(self, n: int) -> int:
+        return cdiv(n, self.block_n) * self.splits
+
+
+def gemv_config(
+    n: int,
+    k: int,
+    batch: int,
+    num_sms: int = DEFAULT_NUM_SMS,
+    *,
+    block_n: int | None = None,
+    splits: int | None = None,
+    num_warps: int = GEMV_NUM_WARPS,
+    num_stages: int = GEMV_STAGES,
+    use_dot: bool | None = None,
+) -> GemvConfig:
+    """Tiles and K splits of ``out[batch, n] = x[batch, k] @ W[n, k].T``; any knob left None is chosen here.
+
+    Rows: 64 per program when that alone gives >= 2 programs per SM (gate_up, lm_head: no split), else 32. Splits:
+    as many as keep every program resident in one wave (``GEMV_PROGRAMS_PER_SM``), each split >= a few K tiles,
+    and the fp32 partials (splits x batch x n) under 1/8 of the weight's bytes. H200 at B=1: 8B o_proj and down
+    split 4 ways (512 programs), 8B qkv and 70B o_proj/down 2 ways, gate_up/lm_head/70B qkv not at all.
+    """
+    if block_n is None:
+        block_n = 64 if cdiv(n, 64) >= 2 * num_sms else 32
+    block_k = max(16, min(GEMV_TILE_ELEMS // block_n, _pow2_at_least(k)))
+    k_tiles = cdiv(k, block_k)
+    if splits is None:
+        tiles = cdiv(n, block_n)
+        splits = min(
+            GEMV_PROGRAMS_PER_SM * num_sms // tiles,
+            k_tiles // GEMV_MIN_TILES_PER_SPLIT,
+            k // (16 * max(batch, 1)),
+            GEMV_MAX_SPLITS,
+        )
+    splits = max(1, min(splits, k_tiles))
+    k_split = cdiv(k_tiles, splits) * block_k
+    splits = cdiv(k, k_split)  # no empty split
+    if use_dot is None:
+        use_dot = not (GEMV_FMA_AT_BATCH_1 and batch == 1)
+    return GemvConfig(block_n, block_k, splits, k_split, num_warps, num_stages, use_dot or batch > 1)
+
+
+def gemv_kernels(batch: int) -> int:
+    """Launches of one Triton ``gemv`` call: 1 up to GEMV_MAX_BATCH rows (split-K reduces in the kernel), else
+    cuBLAS's count (1, or 2 where it splits K)."""
+    return 1 if batch <= GEMV_MAX_BATCH else TRITON_KERNELS["linear"]
+
+
+@dataclass(frozen=True)
+class GemvPlan:
+    """Preallocated split-K state of one GEMV shape (N, K, batch): made once, outside CUDA graph capture.
+
+    ``workspace`` [splits, batch, N] fp32 holds each split's partial; ``counters`` [N tiles] int32 (zeros at
+    creation) count arrivals per row tile, and the program that merges resets its counter to 0, so calls and
+    graph replays need no memset. Both are None when ``config.splits == 1``. One plan must not serve two calls
+    running at once (different streams): they would share the counters.
+    """
+
+    n: int
+    k: int
+    batch: int
+    config: GemvConfig
+    workspace: torch.Tensor | None = None
+    counters: torch.Tensor | None = None
+
+
+def attention_splits(
+    batch: int,
+    num_kv_heads: int,
+    context_len: int,
+    num_sms: int = DEFAULT_NUM_SMS,
+    block_n: int = ATTN_BLOCK_N,
+    programs_per_sm: int = ATTN_PROGRAMS_PER_SM,
+) -> int:
     """How many pieces the split-K attention cuts each (sequence, kv head) context into.
 
     The split kernel runs one program per (sequence, kv head, split). With enough (sequence, kv head) pairs to
-    fill the chip there is one split and no reduce kernel; below that the context is cut into whole tiles so
-    that about ``ATTN_PROGRAMS_PER_SM`` programs per SM run. Every split holds at least one token.
+    fill the chip there is one split and no reduce; below that the context is cut into whole tiles so that about
+    ``programs_per_sm`` programs per SM run. Every split holds at least one token.
     """
     pairs = batch * num_kv_heads
-    tiles = cdiv(max(context_len, 1), ATTN_BLOCK_N)
+    tiles = cdiv(max(context_len, 1), block_n)
     if pairs >= ATTN_SPLIT_BELOW_FILL * num_sms:
         return 1
-    want = min(cdiv(ATTN_PROGRAMS_PER_SM * num_sms, pairs), tiles)
+    want = min(cdiv(programs_per_sm * num_sms, pairs), tiles)
     return cdiv(tiles, cdiv(tiles, want))
 
 
-def attention_split_tokens(splits: int, context_len: int) -> int:
+def attention_split_tokens(splits: int, context_len: int, block_n: int = ATTN_BLOCK_N) -> int:
     """Tokens per split: a whole number of tiles, so only the last split is ragged."""
-    return cdiv(cdiv(max(context_len, 1), splits), ATTN_BLOCK_N) * ATTN_BLOCK_N
+    return cdiv(cdiv(max(context_len, 1), splits), block_n) * block_n
 
 
-def attention_max_splits(batch: int, num_kv_heads: int, context_len: int, num_sms: int = DEFAULT_NUM_SMS) -> int:
+def attention_max_splits(
+    batch: int,
+    num_kv_heads: int,
+    context_len: int,
+    num_sms: int = DEFAULT_NUM_SMS,
+    block_n: int = ATTN_BLOCK_N,
+    programs_per_sm: int = ATTN_PROGRAMS_PER_SM,
+) -> int:
     """Workspace size in splits: an upper bound of ``attention_splits`` for every context up to ``context_len``."""
     pairs = batch * num_kv_heads
     if pairs >= ATTN_SPLIT_BELOW_FILL * num_sms:
         return 1
-    return min(cdiv(ATTN_PROGRAMS_PER_SM * num_sms, pairs), cdiv(max(context_len, 1), ATTN_BLOCK_N))
+    return min(cdiv(programs_per_sm * num_sms, pairs), cdiv(max(context_len, 1), block_n))
 
 
-def attention_kernels(batch: int, num_kv_heads: int, context_len: int, num_sms: int = DEFAULT_NUM_SMS) -> int:
-    """Kernel launches of one Triton attention call: 1 (one split, no reduce) or 2 (split + reduce)."""
+def attention_kernels(
+    batch: int,
+    num_kv_heads: int,
+    context_len: int,
+    num_sms: int = DEFAULT_NUM_SMS,
+    fused_reduce: bool = ATTN_FUSED_REDUCE,
+) -> int:
+    """Kernel launches of one Triton attention call: 1, or 2 (split + reduce) when it splits without the fused
+    reduce."""
+    if fused_reduce:
+        return 1
     return 1 if attention_splits(batch, num_kv_heads, context_len, num_sms) == 1 else 2
+
+
+@dataclass(frozen=True)
+class AttentionTuning:
+    """Knobs of the Triton attention kernel (the sweep benchmark varies them)."""
+
+    block_n: int = ATTN_BLOCK_N  # tokens per K/V tile, a power of two >= 16
+    programs_per_sm: int = ATTN_PROGRAMS_PER_SM  # split target when (batch x kv heads) cannot fill the SMs
+    fused_reduce: bool = ATTN_FUSED_REDUCE  # merge splits in the split kernel (1 launch) or a reduce kernel (2)
+    num_warps: int = ATTN_NUM_WARPS
+    num_stages: int = ATTN_NUM_STAGES
+
+
+DEFAULT_ATTENTION_TUNING = AttentionTuning()
 
 
 @dataclass(frozen=True)
@@ -101,8 +242,10 @@ class AttentionPlan:
     """Setup of decode attention for one (batch bucket, context): split count and preallocated workspace.
 
     ``batch`` is the padded batch (a call may pass fewer rows). The workspace tensors (fp32, on the device) hold
-    each split's partial output and softmax statistics; they are ``None`` when no split is ever needed or for the
-    reference implementation, which needs none.
+    each split's partial output and softmax statistics, and ``counters`` ([batch, num_kv_heads] int32, zeros,
+    reset by the kernel itself) the arrivals of the fused reduce; they are ``None`` when no split is ever needed
+    or for the reference implementation, which needs none. Kernel knobs: ``tuning`` (defaults here; the Triton
+    ``attention_plan`` makes a ``TunedAttentionPlan`` carrying its own).
     """
 
     batch: int
@@ -115,14 +258,31 @@ class AttentionPlan:
     partial_out: torch.Tensor | None = None  # [batch, num_heads, max_splits, head_dim] fp32, unnormalised
     partial_max: torch.Tensor | None = None  # [batch, num_heads, max_splits] fp32, running max (log2 units)
     partial_sum: torch.Tensor | None = None  # [batch, num_heads, max_splits] fp32, softmax denominator
+    counters: torch.Tensor | None = None  # [batch, num_kv_heads] int32 arrivals (fused reduce only)
+
+    @property
+    def tuning(self) -> AttentionTuning:
+        return DEFAULT_ATTENTION_TUNING
 
     def splits(self, context_len: int | None = None) -> int:
         ctx = self.context_len if context_len is None else context_len
-        return attention_splits(self.batch, self.num_kv_heads, ctx, self.num_sms)
+        t = self.tuning
+        return attention_splits(self.batch, self.num_kv_heads, ctx, self.num_sms, t.block_n, t.programs_per_sm)
 
     def kernels(self, context_len: int | None = None) -> int:
         """Launches of one Triton attention call under this plan."""
-        return 1 if self.splits(context_len) == 1 else 2
+        return 1 if self.tuning.fused_reduce or self.splits(context_len) == 1 else 2
+
+
+@dataclass(frozen=True)
+class TunedAttentionPlan(AttentionPlan):
+    """An ``AttentionPlan`` with explicit kernel knobs."""
+
+    knobs: AttentionTuning = DEFAULT_ATTENTION_TUNING
+
+    @property
+    def tuning(self) -> AttentionTuning:
+        return self.knobs
 
 
 class Ops(Protocol):

@@ -22,12 +22,22 @@ import triton.language as tl
 
 from launchprobe.kernels import (
     ATTN_BLOCK_N,
+    ATTN_FUSED_REDUCE,
+    ATTN_NUM_STAGES,
+    ATTN_NUM_WARPS,
+    ATTN_PROGRAMS_PER_SM,
     DEFAULT_NUM_SMS,
     GEMV_MAX_BATCH,
     AttentionPlan,
+    AttentionTuning,
+    GemvConfig,
+    GemvPlan,
+    TunedAttentionPlan,
+    attention_max_splits,
     attention_split_tokens,
+    gemv_config,
 )
-from launchprobe.kernels.reference import TorchOps, make_attention_plan
+from launchprobe.kernels.reference import TorchOps, device_num_sms
 
 LOG2E = 1.4426950408889634
 # RMSNorm keeps a whole row in registers up to this many columns (16384 fp32 over 16 warps: 32 per thread);
@@ -35,11 +45,6 @@ LOG2E = 1.4426950408889634
 NORM_MAX_BLOCK = 16384
 # Splits folded per step by the attention reduce kernel ([CHUNK, D] fp32 partials in registers).
 ATTN_REDUCE_CHUNK = 16
-# GEMV: elements of W per pipelined tile ([BLOCK_N, BLOCK_K]) and pipeline depth. 4096 bf16 = 8 KB of W (+ 16
-# rows of x) per stage, 4 stages: ~64 KB of shared memory, so 3 programs fit per SM and every SM keeps ~70 KB
-# of weight loads in flight. Tuning knobs for the GPU.
-GEMV_TILE_ELEMS = 4096
-GEMV_STAGES = 4
 
 
 @functools.cache
@@ -364,24 +369,26 @@ def kv_write(
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Decode attention, split-K ("flash decoding").
+# Decode attention, split-K ("flash decoding"), one launch.
 #
 # Split kernel: grid (splits, NKV, B). A program owns one (sequence b, kv head, slice of the context) and ALL
 # the q heads of that kv head's group: it loads the group's q rows once ([GROUP_PAD, D], padded to 16 rows for
-# the tensor-core dot), then streams its slice of K and V in [BLOCK_N, D] tiles (each tile read from HBM once
-# for the whole group: GQA's bandwidth saving), with an online softmax in fp32 (log2 domain: the scale is
-# folded with log2(e) and exp2 is used). With one split it normalises and writes the output directly: one
-# kernel. Otherwise it writes the unnormalised partial output, running max and denominator per (head, split)
-# to the plan's fp32 workspace, and
-#
-# Reduce kernel: grid (B * NH,). A program merges the splits of one head: rescales each partial by
-# exp2(m_s - max m) and divides by the rescaled sum of denominators.
+# the tensor-core dot; the padding costs MMA issue slots only, never memory), then streams its slice of K and V
+# in [BLOCK_N, D] tiles (each tile read from HBM once for the whole group: GQA's bandwidth saving), with an
+# online softmax in fp32 (log2 domain: the scale is folded with log2(e) and exp2 is used). With one split it
+# normalises and writes the output directly. Otherwise it writes the unnormalised partial output, running max
+# and denominator per (head, split) to the plan's fp32 workspace, and then either
+#   FUSED: bumps the (b, kv head) arrival counter (acq_rel atomic after a CTA barrier); the last program to
+#   arrive merges the group's splits (in split order: deterministic) and resets the counter to 0, or
+#   the reduce kernel, grid (B * NH,), merges the splits of one head per program (a second launch).
+# The merge rescales each partial by exp2(m_s - max m) and divides by the rescaled sum of denominators; it reads
+# only [GROUP, splits, D] fp32 from L2.
 #
 # The split count (see launchprobe.kernels.attention_splits) makes B=1 with 8 kv heads run ~2 programs per SM
-# instead of 8 programs, and B=256 run one split per (b, kv head) (2048 programs, no reduce).
+# instead of 8 programs, and B >= 16 (8 kv heads) run one split per (b, kv head), no merge at all.
 
 
-@triton.jit(do_not_specialize=["context_len", "split_tokens"])
+@triton.jit(do_not_specialize=["context_len", "split_tokens", "num_splits"])
 def _attn_split_kernel(
     q_ptr,
     k_ptr,
@@ -402,6 +409,8 @@ def _attn_split_kernel(
     split_tokens,
     max_splits,
     num_heads,
+    num_splits,
+    cnt_ptr,
     qk_scale,
     GROUP: tl.constexpr,
     GROUP_PAD: tl.constexpr,
@@ -409,6 +418,10 @@ def _attn_split_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SINGLE: tl.constexpr,
+    FUSED: tl.constexpr,
+    MERGE_G: tl.constexpr,
+    MERGE_S: tl.constexpr,
+    MERGE_CHUNK: tl.constexpr,
 ):
     split = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -460,6 +473,53 @@ def _attn_split_kernel(
         tl.store(part_out_ptr + slot[:, None] * HEAD_DIM + d[None, :], acc, mask=out_mask)
         tl.store(part_max_ptr + slot, m_i, mask=gmask)
         tl.store(part_sum_ptr + slot, l_i, mask=gmask)
+        if FUSED:
+            tl.debug_barrier()  # all of this program's partials are stored before the release below
+            cnt = cnt_ptr + b * tl.num_programs(1) + kvh
+            arrived = tl.atomic_add(cnt, 1, sem="acq_rel")
+            if arrived == num_splits - 1:  # last of this (b, kv head): merge every split of the group
+                tl.debug_barrier()
+                mg = tl.arange(0, MERGE_G)
+                mgmask = mg < GROUP
+                rows = (b * num_heads + kvh * GROUP + mg) * max_splits  # [MERGE_G] first slot of each head
+                ms = tl.arange(0, MERGE_S)
+                st_mask = mgmask[:, None] & (ms < num_splits)[None, :]
+                m_all = tl.load(
+                    part_max_ptr + rows[:, None] + ms[None, :], mask=st_mask, other=float("-inf"), cache_modifier=".cg"
+                )
+                l_all = tl.load(
+                    part_sum_ptr + rows[:, None] + ms[None, :], mask=st_mask, other=0.0, cache_modifier=".cg"
+                )
+                m_max = tl.max(m_all, axis=1)  # [MERGE_G]
+                m_max = tl.where(mgmask, m_max, 0.0)  # padding heads: no -inf - -inf
+                den = tl.sum(l_all * tl.exp2(m_all - m_max[:, None]), axis=1)
+                den = tl.where(mgmask, den, 1.0)
+                o = tl.zeros([MERGE_G, BLOCK_D], dtype=tl.float32)
+                mc = tl.arange(0, MERGE_CHUNK)
+                for s0 in range(0, num_splits, MERGE_CHUNK):  # [MERGE_G, MERGE_CHUNK, D] fp32 per step
+                    sc = s0 + mc
+                    cmask = mgmask[:, None] & (sc < num_splits)[None, :]
+                    m_c = tl.load(
+                        part_max_ptr + rows[:, None] + sc[None, :],
+                        mask=cmask,
+                        other=float("-inf"),
+                        cache_modifier=".cg",
+                    )
+                    p_c = tl.load(
+                        part_out_ptr + (rows[:, None] + sc[None, :])[:, :, None] * HEAD_DIM + d[None, None, :],
+                        mask=cmask[:, :, None] & dmask[None, None, :],
+                        other=0.0,
+                        cache_modifier=".cg",
+                    )
+                    o += tl.sum(p_c * tl.exp2(m_c - m_max[:, None])[:, :, None], axis=1)
+                o = o / den[:, None]
+                heads_m = kvh * GROUP + mg
+                tl.store(
+                    out_ptr + b * stride_ob + heads_m[:, None] * HEAD_DIM + d[None, :],
+                    o.to(out_ptr.dtype.element_ty),
+                    mask=mgmask[:, None] & dmask[None, :],
+                )
+                tl.atomic_xchg(cnt, 0)  # ready for the next call / graph replay
 
 
 @triton.jit(do_not_specialize=["num_splits"])
@@ -510,9 +570,50 @@ def attention_plan(
     head_dim: int,
     device: torch.device | str,
     num_sms: int | None = None,
+    *,
+    block_n: int = ATTN_BLOCK_N,
+    programs_per_sm: int = ATTN_PROGRAMS_PER_SM,
+    fused_reduce: bool = ATTN_FUSED_REDUCE,
+    num_warps: int = ATTN_NUM_WARPS,
+    num_stages: int = ATTN_NUM_STAGES,
 ) -> AttentionPlan:
-    """Split count and fp32 split-K workspace for one (batch bucket, context); make once, reuse every step."""
-    return make_attention_plan(batch, context_len, num_heads, num_kv_heads, head_dim, device, num_sms)
+    """Split count, kernel knobs and fp32 split-K workspace (plus zeroed arrival counters for the fused reduce)
+    for one (batch bucket, context); make once, outside graph capture, and reuse every step.
+
+    The keyword knobs default to the tuned constants of ``launchprobe.kernels``; the sweep benchmark varies them.
+    """
+    if block_n < 16 or block_n & (block_n - 1):
+        raise ValueError(f"block_n {block_n} must be a power of two >= 16")
+    sms = device_num_sms(device) if num_sms is None else num_sms
+    max_splits = attention_max_splits(batch, num_kv_heads, context_len, sms, block_n, programs_per_sm)
+    bufs: dict[str, torch.Tensor] = {}
+    if max_splits > 1:
+        f32 = torch.float32
+        bufs = {
+            "partial_out": torch.empty(batch, num_heads, max_splits, head_dim, dtype=f32, device=device),
+            "partial_max": torch.empty(batch, num_heads, max_splits, dtype=f32, device=device),
+            "partial_sum": torch.empty(batch, num_heads, max_splits, dtype=f32, device=device),
+        }
+        if fused_reduce:
+            bufs["counters"] = torch.zeros(batch, num_kv_heads, dtype=torch.int32, device=device)
+    return TunedAttentionPlan(
+        batch,
+        context_len,
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        sms,
+        max_splits,
+        bufs.get("partial_out"),
+        bufs.get("partial_max"),
+        bufs.get("partial_sum"),
+        bufs.get("counters"),
+        AttentionTuning(block_n, programs_per_sm, fused_reduce, num_warps, num_stages),
+    )
+
+
+# The fused merge holds [MERGE_G, MERGE_CHUNK, D] fp32 partials at once: at most this many elements.
+ATTN_MERGE_ELEMS = 8192
 
 
 def attention(
@@ -524,7 +625,7 @@ def attention(
     scale: float,
     plan: AttentionPlan,
 ) -> None:
-    """Grouped-query decode attention; ``plan.kernels(context_len)`` launches (1 or 2)."""
+    """Grouped-query decode attention; ``plan.kernels(context_len)`` launches (1, or 2 without the fused reduce)."""
     _rows(q, "q")
     _rows(out, "out")
     _check_cache(k_cache, "k_cache")
@@ -541,13 +642,22 @@ def attention(
     group = nh // nkv
     splits = plan.splits(context_len)
     single = splits == 1
+    tuning = plan.tuning
+    fused = tuning.fused_reduce and not single
     if single:
         ws_out = ws_max = ws_sum = out  # unused pointers
     else:
         if plan.partial_out is None or plan.partial_max is None or plan.partial_sum is None:
             raise ValueError("this attention plan has no split-K workspace (made by the torch ops?)")
         ws_out, ws_max, ws_sum = plan.partial_out, plan.partial_max, plan.partial_sum
+    if fused:
+        if plan.counters is None:
+            raise ValueError("this attention plan has no arrival counters for the fused reduce")
+        counters = plan.counters
+    else:
+        counters = out  # unused pointer
     block_d = max(16, triton.next_power_of_2(d))
+    merge_g = triton.next_power_of_2(group)
     _attn_split_kernel[(splits, nkv, batch)](
         q,
         k_cache,
@@ -565,20 +675,26 @@ def attention(
         v_cache.stride(2),
         out.stride(0),
         context_len,
-        attention_split_tokens(splits, context_len),
+        attention_split_tokens(splits, context_len, tuning.block_n),
         plan.max_splits,
         nh,
+        splits,
+        counters,
         float(scale) * LOG2E,
         GROUP=group,
         GROUP_PAD=max(16, triton.next_power_of_2(group)),
         HEAD_DIM=d,
         BLOCK_D=block_d,
-        BLOCK_N=ATTN_BLOCK_N,
+        BLOCK_N=tuning.block_n,
         SINGLE=single,
-        num_warps=4,
-        num_stages=3,
+        FUSED=fused,
+        MERGE_G=merge_g,
+        MERGE_S=max(2, triton.next_power_of_2(plan.max_splits)),
+        MERGE_CHUNK=max(1, min(triton.next_power_of_2(plan.max_splits), ATTN_MERGE_ELEMS // (merge_g * block_d))),
+        num_warps=tuning.num_warps,
+        num_stages=tuning.num_stages,
     )
-    if not single:
+    if not single and not fused:
         _attn_reduce_kernel[(batch * nh,)](
             ws_out,
             ws_max,
@@ -629,59 +745,139 @@ def silu_mul(gate_up: torch.Tensor, out: torch.Tensor) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# GEMV for small batches: out[B, N] = x[B, K] @ W^T, W [N, K] row-major (nn.Linear's layout).
-# Grid (N / BLOCK_N,). A program owns BLOCK_N weight rows and walks all of K in [BLOCK_N, BLOCK_K] tiles of
-# GEMV_TILE_ELEMS elements (each row segment >= 128 contiguous bytes: full 16-byte vectors, whole sectors),
-# pipelined GEMV_STAGES deep; x's [B, BLOCK_K] slice (padded to 16 rows for the tensor-core dot, padding rows
-# not loaded) comes from L2. The weight is read from HBM exactly once. No split-K, so no workspace, no atomics
-# and no second kernel: BLOCK_N is the widest of 64/32/16 that still gives >= 2 programs per SM (o_proj
-# 4096x4096 -> 16 rows -> 256 programs; gate_up 28672 rows -> 64 -> 448 programs).
+# GEMV for small batches: out[B, N] = x[B, K] @ W^T, W [N, K] row-major (nn.Linear's layout). ONE launch.
+#
+# Grid (N tiles, K splits). A program owns BLOCK_N weight rows and one K range (a whole number of
+# [BLOCK_N, BLOCK_K] tiles, GEMV_TILE_ELEMS elements, each row segment >= 128 contiguous bytes: full 16-byte
+# vectors, whole sectors), pipelined num_stages deep; x's [B, BLOCK_K] slice (padded to 16 rows for the
+# tensor-core dot, padding rows not loaded) comes from L2. fp32 accumulation; the weight is read from HBM once.
+# Shapes whose N alone cannot fill the SMs (o_proj, down, qkv at 8B) split K (see gemv_config):
+#   each program stores its fp32 partial to the plan's workspace [SPLITS, B, N], then (after a CTA barrier, so
+#   all its threads' stores are ordered before) bumps its N tile's arrival counter with an acq_rel atomic; the
+#   program that arrives last sums the SPLITS partials in split order (deterministic whatever the arrival
+#   order), writes out, and resets the counter to 0 for the next call or graph replay (no memset kernel).
+# B=1 may use a multiply-and-reduce on CUDA cores instead of the padded dot (USE_DOT=False, BLOCK_B=1).
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_batch", "k_split"])
 def _gemv_kernel(
     x_ptr,
     w_ptr,
     out_ptr,
+    ws_ptr,
+    cnt_ptr,
     n_batch,
     N,
     K,
+    k_split,
     stride_xb,
     stride_wn,
     stride_ob,
     BLOCK_B: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    SPLITS: tl.constexpr,
     EVEN_K: tl.constexpr,
+    USE_DOT: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rb = tl.arange(0, BLOCK_B)
     rk = tl.arange(0, BLOCK_K)
     nmask = rn < N
     bmask = rb < n_batch
     w_rows = w_ptr + rn[:, None].to(tl.int64) * stride_wn
-    x_rows = x_ptr + rb[:, None] * stride_xb
-    acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + rk
-        if EVEN_K:
-            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
-            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None], other=0.0)
-        else:
-            kmask = kk < K
-            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
-            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
-        acc += tl.dot(x, tl.trans(w))
-    tl.store(
-        out_ptr + rb[:, None] * stride_ob + rn[None, :],
-        acc.to(out_ptr.dtype.element_ty),
-        mask=bmask[:, None] & nmask[None, :],
-    )
+    lo = pid_s * k_split
+    hi = tl.minimum(lo + k_split, K)
+    if USE_DOT:
+        x_rows = x_ptr + rb[:, None] * stride_xb
+        acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
+        for k0 in range(lo, hi, BLOCK_K):
+            kk = k0 + rk
+            if EVEN_K:
+                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
+                x = tl.load(x_rows + kk[None, :], mask=bmask[:, None], other=0.0)
+            else:
+                kmask = kk < hi
+                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+                x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
+            acc += tl.dot(x, tl.trans(w))
+    else:  # BLOCK_B == 1
+        acc1 = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for k0 in range(lo, hi, BLOCK_K):
+            kk = k0 + rk
+            if EVEN_K:
+                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
+                x1 = tl.load(x_ptr + kk)
+            else:
+                kmask = kk < hi
+                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+                x1 = tl.load(x_ptr + kk, mask=kmask, other=0.0)
+            acc1 += tl.sum(w.to(tl.float32) * x1.to(tl.float32)[None, :], axis=1)
+        acc = acc1[None, :]
+    omask = bmask[:, None] & nmask[None, :]
+    out_ptrs = out_ptr + rb[:, None] * stride_ob + rn[None, :]
+    if SPLITS == 1:
+        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=omask)
+    else:
+        part = rb[:, None] * N + rn[None, :]  # [BLOCK_B, BLOCK_N] offsets in one split's [B, N] slab
+        tl.store(ws_ptr + pid_s * n_batch * N + part, acc, mask=omask)
+        tl.debug_barrier()  # every thread's partial is stored before the release below
+        arrived = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
+        if arrived == SPLITS - 1:
+            tl.debug_barrier()
+            total = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
+            for s in tl.static_range(SPLITS):  # fixed order: bitwise the same result on every call
+                total += tl.load(ws_ptr + s * n_batch * N + part, mask=omask, other=0.0, cache_modifier=".cg")
+            tl.store(out_ptrs, total.to(out_ptr.dtype.element_ty), mask=omask)
+            tl.atomic_xchg(cnt_ptr + pid_n, 0)  # ready for the next call
 
 
-def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
-    """``out = x @ w.T``, ``w`` ``[N, K]`` row-major. One Triton kernel for B <= GEMV_MAX_BATCH, else cuBLAS."""
+def gemv_plan(
+    n: int,
+    k: int,
+    batch: int,
+    device: torch.device | str,
+    num_sms: int | None = None,
+    config: GemvConfig | None = None,
+) -> GemvPlan:
+    """The GEMV configuration for (N, K, batch) and, when it splits K, its workspace and zeroed counters.
+
+    Allocates (and zeroes the counters): call outside CUDA graph capture. ``config`` overrides the heuristic
+    (``launchprobe.kernels.gemv_config`` with explicit knobs), e.g. for a sweep.
+    """
+    sms = device_num_sms(device) if num_sms is None else num_sms
+    cfg = config or gemv_config(n, k, batch, sms)
+    if cfg.splits == 1:
+        return GemvPlan(n, k, batch, cfg)
+    workspace = torch.empty(cfg.splits, batch, n, dtype=torch.float32, device=device)
+    counters = torch.zeros(triton.cdiv(n, cfg.block_n), dtype=torch.int32, device=device)
+    return GemvPlan(n, k, batch, cfg, workspace, counters)
+
+
+# Plans made by gemv() itself, one per (N, K, batch, device); made at the first (warm-up) call.
+_GEMV_PLANS: dict[tuple[int, int, int, torch.device], GemvPlan] = {}
+
+
+def _cached_gemv_plan(n: int, k: int, batch: int, device: torch.device) -> GemvPlan:
+    key = (n, k, batch, device)
+    plan = _GEMV_PLANS.get(key)
+    if plan is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"gemv: no plan yet for N={n} K={k} B={batch} on {device}; call gemv once with this shape "
+                "before capturing a CUDA graph (the plan allocates and zeroes its workspace)"
+            )
+        plan = _GEMV_PLANS[key] = gemv_plan(n, k, batch, device)
+    return plan
+
+
+def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, plan: GemvPlan | None = None) -> None:
+    """``out = x @ w.T``, ``w`` ``[N, K]`` row-major. One Triton kernel for B <= GEMV_MAX_BATCH, else cuBLAS.
+
+    ``plan`` defaults to one cached per (N, K, B, device), made at the first call: warm up before graph capture.
+    """
     _rows(x, "x")
     _rows(w, "w")
     _rows(out, "out")
@@ -694,24 +890,39 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
     if batch > GEMV_MAX_BATCH:
         torch.mm(x, w.t(), out=out)
         return
-    block_n = _pick_block(1, n, num_sms(w), (64, 32, 16))
-    block_k = min(GEMV_TILE_ELEMS // block_n, max(16, triton.next_power_of_2(k)))
-    _gemv_kernel[(triton.cdiv(n, block_n),)](
+    if plan is None:
+        plan = _cached_gemv_plan(n, k, batch, w.device)
+    elif (plan.n, plan.k, plan.batch) != (n, k, batch):
+        raise ValueError(f"gemv plan (N={plan.n}, K={plan.k}, B={plan.batch}) does not match N={n}, K={k}, B={batch}")
+    cfg = plan.config
+    if cfg.splits > 1:
+        if plan.workspace is None or plan.counters is None:
+            raise ValueError("this gemv plan splits K but has no workspace")
+        ws, cnt = plan.workspace, plan.counters
+    else:
+        ws, cnt = out, out  # unused pointers
+    use_dot = cfg.use_dot or batch > 1
+    _gemv_kernel[(triton.cdiv(n, cfg.block_n), cfg.splits)](
         x,
         w,
         out,
+        ws,
+        cnt,
         batch,
         n,
         k,
+        cfg.k_split,
         x.stride(0),
         w.stride(0),
         out.stride(0),
-        BLOCK_B=16,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_K=k % block_k == 0,
-        num_warps=4,
-        num_stages=GEMV_STAGES,
+        BLOCK_B=16 if use_dot else 1,
+        BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k,
+        SPLITS=cfg.splits,
+        EVEN_K=k % cfg.block_k == 0,
+        USE_DOT=use_dot,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
     )
 
 
@@ -738,6 +949,10 @@ class TritonOps(TorchOps):
         num_sms: int | None = None,
     ) -> AttentionPlan:
         return attention_plan(batch, context_len, num_heads, num_kv_heads, head_dim, device, num_sms)
+
+    @staticmethod
+    def gemv_plan(n: int, k: int, batch: int, device: torch.device | str, num_sms: int | None = None) -> GemvPlan:
+        return gemv_plan(n, k, batch, device, num_sms)
 
     @staticmethod
     def attention(
