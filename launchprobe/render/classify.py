@@ -57,8 +57,26 @@ def build(run: dict[str, Any]) -> Report:
     reasons = [f"{_key(r)}: {r['verdict_reason']}" for r in rows if r.get("verdict_reason")]
     if reasons:
         report.blocks.append(Lines("Why each verdict", reasons))
+    host = _host_cost_lines(run, rows)
+    if host:
+        report.blocks.append(Lines("Host cost", host))
     report.blocks += kernel_pass_blocks(rows)
     return report
+
+
+def _host_cost_lines(run: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """Host time per kernel of each eager step beside a bare loop of tiny launches; NVTX cost when measured."""
+    bare = v.number(v.mapping(run.get("ceilings")).get("launch_host_ns"))
+    lines = []
+    for r in rows:
+        per_kernel = v.number(r.get("host_ns_per_kernel"))
+        if per_kernel is not None:
+            against = f" vs {v.sig(bare, 1e-3)} us for a bare loop of tiny launches" if bare else ""
+            lines.append(f"{_key(r)}: {v.sig(per_kernel, 1e-3)} us of host time per kernel{against}")
+        nvtx = v.number(r.get("nvtx_overhead_fraction"))
+        if nvtx is not None:
+            lines.append(f"{_key(r)}: NVTX ranges per op cost {nvtx:+.1%} of the step")
+    return lines
 
 
 def _sort_batch(batch: Any) -> float:
@@ -281,12 +299,13 @@ def _ops_table(r: dict[str, Any], kp: dict[str, Any]) -> Table | None:
             v.sig(o.get("duration_ns_median"), 1e-3),
             v.sig(o.get("gap_ns_median"), 1e-3),
             v.percent(o.get("share_of_step"), 1),
+            v.sig(o.get("achieved_bandwidth_bytes_per_s"), 1e-12),
         ]
         for o in ops
     ]
     return Table(
         title=f"Per-kernel pass: {v.text(r.get('mode'))}, batch {v.integer(r.get('batch'))}",
-        columns=["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep"],
+        columns=["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep", "achieved\nTB/s"],
         rows=body,
     )
 
