@@ -59,6 +59,8 @@ if [[ $stage == final ]]; then
   python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -8 | tee -a "$OUT/log.txt"
   log "python3 benchmarks/bench_overhead.py"
   python3 benchmarks/bench_overhead.py 2>&1 | tee -a "$OUT/log.txt"
+  log "python3 benchmarks/bench_launch_cost.py"
+  python3 benchmarks/bench_launch_cost.py 2>&1 | tee -a "$OUT/log.txt"
   log "launchprobe classify (defaults) with an empty ceilings cache; wall time includes measuring the ceilings"
   rm -rf /tmp/fresh-cache
   /usr/bin/time -f "wall %e s" env XDG_CACHE_HOME=/tmp/fresh-cache launchprobe classify --output "$OUT/default.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
