@@ -51,6 +51,8 @@ fi
 if [[ $stage == sweep ]]; then
   log "gpu tests (kernels)"
   python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernels_gpu.py 2>&1 | tail -8 | tee -a "$OUT/log.txt"
+  log "python3 benchmarks/bench_launch_cost.py"
+  python3 benchmarks/bench_launch_cost.py 2>&1 | tee -a "$OUT/log.txt"
   log "python3 benchmarks/bench_kernels_sweep.py"
   python3 benchmarks/bench_kernels_sweep.py 2>&1 | tee -a "$OUT/log.txt"
 fi
