@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from launchprobe.analysis.intervals import gaps_before, sort_by_start
+from launchprobe.analysis.intervals import start_order
 
 Ints = npt.NDArray[np.int64]
 
@@ -76,12 +76,15 @@ def device_ops(
     (before the first op) and a trailing one (after the last) bound the trace, so a window reaching past the
     device's work still adds up.
     """
-    s, e, order = sort_by_start(starts, ends)
-    idx = np.asarray(index, dtype=np.int64)[order]
-    lend = np.asarray(launch_end, dtype=np.int64)[order]
+    s, e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    idx, lend = np.asarray(index, dtype=np.int64), np.asarray(launch_end, dtype=np.int64)
+    order = start_order(s, e)
+    if order is not None:
+        s, e, idx, lend = s[order], e[order], idx[order], lend[order]
     n = len(s)
     max_end = np.maximum.accumulate(e) if n else e
-    gaps = gaps_before(s, e)  # n-1 values
+    # gap before each op after the first: its start minus the latest end so far (intervals.gaps_before)
+    gaps = np.maximum(s[1:] - max_end[:-1], 0) if n > 1 else np.zeros(0, dtype=np.int64)
     k = np.nonzero(gaps > 0)[0] + 1  # positions of ops that follow a stretch
     gap_start = max_end[k - 1]
     cls = np.full(len(k), OTHER, dtype=np.int64)
@@ -102,8 +105,8 @@ def device_ops(
         ends=e,
         index=idx,
         max_end=max_end,
-        idle_start=idle_start.astype(np.int64),
-        idle_end=idle_end.astype(np.int64),
-        idle_next=idle_next.astype(np.int64),
-        idle_class=idle_class.astype(np.int64),
+        idle_start=idle_start.astype(np.int64, copy=False),
+        idle_end=idle_end.astype(np.int64, copy=False),
+        idle_next=idle_next.astype(np.int64, copy=False),
+        idle_class=idle_class.astype(np.int64, copy=False),
     )

@@ -29,12 +29,26 @@ def sort_by_start(starts: npt.ArrayLike, ends: npt.ArrayLike) -> tuple[IntArray,
     """Sort by start (stable, ties by end); return starts, ends and the order used."""
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
-    if s.shape != e.shape:
+    order = start_order(s, e)
+    if order is None:  # traces are usually written in start order: no sort, no copies
+        return s, e, np.arange(len(s), dtype=np.int64)
+    return s[order], e[order], order
+
+
+def start_order(starts: IntArray, ends: IntArray) -> IntArray | None:
+    """The (start, end) sort order of the intervals, or None when they are in that order already."""
+    if starts.shape != ends.shape:
         raise ValueError("starts and ends differ in length")
-    if np.any(e < s):
+    if np.any(ends < starts):
         raise ValueError("an interval ends before it starts")
-    order = np.lexsort((e, s))
-    return s[order], e[order], order.astype(np.int64)
+    if len(starts) < 2:
+        return None
+    step = np.diff(starts)
+    if not np.any(step < 0):
+        ties = np.nonzero(step == 0)[0]
+        if not np.any(ends[ties + 1] < ends[ties]):
+            return None
+    return np.lexsort((ends, starts)).astype(np.int64)
 
 
 def gaps_before(starts: npt.ArrayLike, ends: npt.ArrayLike) -> IntArray:

@@ -90,6 +90,11 @@ class Prepared:
 
 
 def _codes(series: pd.Series) -> tuple[Ints, list[str]]:
+    """Integer codes and the names they stand for (categoricals, as the nsys reader makes, need no hashing)."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes = series.cat.codes.to_numpy()
+        if not len(codes) or codes.min() >= 0:
+            return codes.astype(np.int64), [str(c) for c in series.cat.categories]
     codes, uniques = pd.factorize(series, sort=False)
     return codes.astype(np.int64), [str(u) for u in uniques]
 
@@ -126,9 +131,11 @@ def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
         api_tid=api["tid"].to_numpy(dtype=np.int64),
         api_name=api_name,
         api_names=base_unique,
-        api_is_launch=api["category"].isin(LAUNCH_CATEGORIES).to_numpy(dtype=bool),
+        api_is_launch=_is_launch(api["category"]),
     )
-    all_devices = sorted(int(d) for d in np.unique(prep.op_device))
+    op_device = prep.op_device
+    one = len(op_device) and op_device.min() == op_device.max()
+    all_devices = [int(op_device[0])] if one else sorted(int(d) for d in np.unique(op_device))
     wanted = [d for d in all_devices if not options.devices or d in options.devices]
     if not wanted:
         raise NoDataError(
@@ -139,26 +146,48 @@ def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
     has_launch = prep.op_launch >= 0
     launch_end[has_launch] = prep.api_end[prep.op_launch[has_launch]]
     for dev in wanted:
-        rows = np.nonzero(prep.op_device == dev)[0].astype(np.int64)
-        prep.devices[dev] = device_ops(
-            dev, prep.op_start[rows], prep.op_end[rows], rows, launch_end[rows], short_gap_ns=options.short_gap_ns
-        )
+        if len(all_devices) == 1:  # no copies
+            rows = np.arange(len(prep.op_device), dtype=np.int64)
+            starts, ends, lend = prep.op_start, prep.op_end, launch_end
+        else:
+            rows = np.nonzero(prep.op_device == dev)[0].astype(np.int64)
+            starts, ends, lend = prep.op_start[rows], prep.op_end[rows], launch_end[rows]
+        prep.devices[dev] = device_ops(dev, starts, ends, rows, lend, short_gap_ns=options.short_gap_ns)
     return prep
 
 
+def _is_launch(category: pd.Series) -> npt.NDArray[np.bool_]:
+    codes, names = _codes(category)
+    wanted = np.array([n in LAUNCH_CATEGORIES for n in names], dtype=bool)
+    return wanted[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
 def _join(ops: pd.DataFrame, api: pd.DataFrame) -> Ints:
-    """Row of each op's launch call (same pid and correlation id), -1 when absent."""
+    """Row of each op's launch call (same pid and correlation id, the first such call), -1 when absent."""
     result = np.full(len(ops), -1, dtype=np.int64)
     if not len(api) or not len(ops):
         return result
     api_corr = api["correlation_id"].to_numpy(dtype=np.int64)
-    api_key = (api["pid"].to_numpy(dtype=np.int64) << _PID_SHIFT) | np.maximum(api_corr, 0)
-    valid = np.nonzero(api_corr >= 0)[0]
-    keys, first = np.unique(api_key[valid], return_index=True)
+    api_pid = api["pid"].to_numpy(dtype=np.int64)
     op_corr = ops["correlation_id"].to_numpy(dtype=np.int64)
-    op_key = (ops["pid"].to_numpy(dtype=np.int64) << _PID_SHIFT) | np.maximum(op_corr, 0)
-    pos = np.minimum(np.searchsorted(keys, op_key), max(len(keys) - 1, 0))
-    hit = (op_corr >= 0) & (len(keys) > 0) & (keys[pos] == op_key) if len(keys) else np.zeros(len(ops), bool)
+    op_pid = ops["pid"].to_numpy(dtype=np.int64)
+    valid = np.flatnonzero(api_corr >= 0)
+    if not len(valid):
+        return result
+    top = int(api_corr[valid].max())
+    pid = int(api_pid[0])
+    if top <= 4 * len(api) + (1 << 20) and not np.any(api_pid != pid):
+        # one process, ids not too sparse: a lookup table by correlation id (reversed, so the first call wins)
+        lut = np.full(top + 1, -1, dtype=np.int64)
+        lut[api_corr[valid[::-1]]] = valid[::-1]
+        ok = np.flatnonzero((op_corr >= 0) & (op_corr <= top) & (op_pid == pid))
+        result[ok] = lut[op_corr[ok]]
+        return result
+    api_key = (api_pid << _PID_SHIFT) | np.maximum(api_corr, 0)
+    keys, first = np.unique(api_key[valid], return_index=True)
+    op_key = (op_pid << _PID_SHIFT) | np.maximum(op_corr, 0)
+    pos = np.minimum(np.searchsorted(keys, op_key), len(keys) - 1)
+    hit = (op_corr >= 0) & (keys[pos] == op_key)
     result[hit] = valid[first[pos[hit]]]
     return result
 
@@ -282,21 +311,31 @@ class _Attributor:
 
 def percentile(values: npt.ArrayLike, q: float) -> int | None:
     """Smallest value with at least ``q`` percent of the values at or below it (inverted CDF); None if empty."""
+    return percentiles(values, (q,))[0]
+
+
+def percentiles(values: npt.ArrayLike, qs: Sequence[float]) -> list[int | None]:
+    """``percentile`` for several ``qs`` with one partial sort."""
     arr = np.asarray(values)
-    if not len(arr):
-        return None
-    return int(np.percentile(arr, q, method="inverted_cdf"))
+    n = len(arr)
+    if not n:
+        return [None] * len(qs)
+    # the k-th smallest value with k = ceil(n q / 100), in integers where q is whole (numpy's inverted_cdf)
+    ks = [max(-(-n * int(q) // 100) if float(q).is_integer() else int(np.ceil(n * q / 100)), 1) - 1 for q in qs]
+    part = np.partition(arr, sorted(set(ks)))
+    return [int(part[k]) for k in ks]
 
 
 def distribution(values: npt.ArrayLike) -> dict[str, Any]:
     arr = np.asarray(values, dtype=np.int64)
     if not len(arr):
         return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "mean": None}
+    p50, p90, p99 = percentiles(arr, (50, 90, 99))
     return {
         "count": len(arr),
-        "p50": percentile(arr, 50),
-        "p90": percentile(arr, 90),
-        "p99": percentile(arr, 99),
+        "p50": p50,
+        "p90": p90,
+        "p99": p99,
         "max": int(arr.max()),
         "mean": round(float(arr.mean()), 1),
     }
@@ -345,9 +384,7 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         "idle_short_gap_ns": split[1],
         "idle_other_ns": split[2],
         "idle_stretches": len(lengths),
-        "gap_p50_ns": percentile(lengths, 50),
-        "gap_p90_ns": percentile(lengths, 90),
-        "gap_p99_ns": percentile(lengths, 99),
+        **dict(zip(("gap_p50_ns", "gap_p90_ns", "gap_p99_ns"), percentiles(lengths, (50, 90, 99)), strict=True)),
         "gap_max_ns": int(lengths.max()) if len(lengths) else None,
         "top_kernels": _top_kernels(prep, rows, options.top_kernels),
         "largest_idle": _largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle),
@@ -371,16 +408,18 @@ def _launch_numbers(prep: Prepared, rows: Ints) -> dict[str, Any]:
     calls, op_rows = calls_all[has], rows[has]
     is_launch = prep.api_is_launch[calls]
     calls, op_rows = calls[is_launch], op_rows[is_launch]
-    unique, first_pos = np.unique(calls, return_index=True)
-    names = prep.api_name[unique]
-    launches: dict[str, int] = {}
-    for code, count in zip(*np.unique(names, return_counts=True), strict=True):
-        launches[prep.api_names[int(code)]] = int(count)
-    launched_kernels = int((prep.op_kind[op_rows] == 0).sum())
+    if len(calls) > 1 and np.any(calls[1:] < calls[:-1]):
+        order = np.argsort(calls, kind="stable")
+        calls, op_rows = calls[order], op_rows[order]
+    # calls now ascending: one group per launch call
+    bounds = np.flatnonzero(np.diff(calls)) + 1 if len(calls) else np.zeros(0, dtype=np.int64)
+    heads = np.concatenate([[0], bounds]).astype(np.int64) if len(calls) else bounds
+    unique = calls[heads]
+    counts = np.bincount(prep.api_name[unique], minlength=len(prep.api_names))
+    launches = {prep.api_names[i]: int(counts[i]) for i in np.flatnonzero(counts)}
+    launched_kernels = int(np.count_nonzero(prep.op_kind[op_rows] == 0))
     # queue time: first op of each call starts minus the call's end (negative: started before the call returned)
-    first_start = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
-    if len(unique):
-        np.minimum.at(first_start, np.searchsorted(unique, calls), prep.op_start[op_rows])
+    first_start = np.minimum.reduceat(prep.op_start[op_rows], heads) if len(heads) else heads
     api_ns = prep.api_end[unique] - prep.api_start[unique]
     queue_ns = first_start - prep.api_end[unique]
     return {
@@ -399,9 +438,14 @@ def _top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
         return []
     codes = prep.op_name[k]
     durations = prep.op_end[k] - prep.op_start[k]
-    uniq, inverse = np.unique(codes, return_inverse=True)
-    totals = np.bincount(inverse, weights=durations).astype(np.int64)
-    counts = np.bincount(inverse)
+    size = len(prep.op_names)
+    # exact integer sums through float bincounts: low 20 bits and the rest summed apart stay below 2**53
+    low = np.bincount(codes, weights=durations & 0xFFFFF, minlength=size).astype(np.int64)
+    high = np.bincount(codes, weights=durations >> 20, minlength=size).astype(np.int64)
+    all_totals = (high << 20) + low
+    all_counts = np.bincount(codes, minlength=size)
+    uniq = np.flatnonzero(all_counts)
+    totals, counts = all_totals[uniq], all_counts[uniq]
     grand = int(durations.sum())
     order = np.argsort(-totals, kind="stable")[:top]
     return [
@@ -421,7 +465,13 @@ def _largest_idle(
 ) -> list[dict[str, Any]]:
     if not len(starts) or top <= 0:
         return []
-    order = np.argsort(-(ends - starts), kind="stable")[:top]
+    lengths = ends - starts
+    if len(lengths) > top:  # only the candidates for the top, in position order (a stable sort of them all)
+        cut = np.partition(lengths, len(lengths) - top)[len(lengths) - top]
+        cand = np.flatnonzero(lengths >= cut)
+        order = cand[np.argsort(-lengths[cand], kind="stable")][:top]
+    else:
+        order = np.argsort(-lengths, kind="stable")
     out = []
     for i in order:
         a, b, pos = int(starts[i]), int(ends[i]), int(nxt[i])

@@ -1,15 +1,17 @@
 """Read an ``nsys export --type sqlite`` file into a Timeline.
 
 Tables exist only when they have rows and columns come and go between nsys versions, so every query is built
-from the columns the file actually has. Integer columns are read in rowid chunks as one ``group_concat`` string
-per column, parsed by numpy: no Python object per row, so a multi-million-kernel export reads at several
-million rows per second in bounded memory.
+from the columns the file actually has. The big tables (kernels, copies, sets, runtime and driver calls) are
+decoded straight from the file's pages (``sqlite_pages``) into one preallocated int64 block per frame, in rowid
+order, with no Python object per row; when that reader declines, the columns come through SQL as one
+``group_concat`` string per column and chunk, parsed by numpy. The frames are built on those blocks without
+copying; names are categoricals (one Python string per distinct name).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from launchprobe.collect.sqlite_pages import read_int_columns
 from launchprobe.errors import BadTraceError, NoDataError
 from launchprobe.timeline import (
     API_CALL_COLUMNS,
@@ -70,16 +73,8 @@ def _read(conn: sqlite3.Connection, path: Path, with_metrics: bool) -> Timeline:
     meta = _meta(conn, tables)
     meta.update(format="nsys-sqlite", path=str(path))
     strings = _strings(conn) if "StringIds" in tables else {}
-    ops = [
-        frame
-        for frame in (
-            _kernels(conn, tables, strings),
-            _copies(conn, tables, MEMCPY_TABLE, "memcpy"),
-            _copies(conn, tables, MEMSET_TABLE, "memset"),
-        )
-        if frame is not None and len(frame)
-    ]
-    if not ops:
+    ops = _gpu_ops(conn, path, tables, strings)
+    if ops is None:
         hint = ""
         if _has_rows(conn, tables, GRAPH_TRACE_TABLE):
             hint = (
@@ -89,7 +84,6 @@ def _read(conn: sqlite3.Connection, path: Path, with_metrics: bool) -> Timeline:
         elif meta.get("cuda_trace") is False:
             hint = "; CUDA tracing was off in this capture (nsys profile -t cuda,nvtx)"
         raise NoDataError(f"{path}: the trace has no kernels, copies or sets{hint}")
-    gpu_ops = conform(pd.concat(ops, ignore_index=True), GPU_OP_COLUMNS)
     notices: list[str] = []
     if _has_rows(conn, tables, GRAPH_TRACE_TABLE):
         notices.append(
@@ -99,8 +93,8 @@ def _read(conn: sqlite3.Connection, path: Path, with_metrics: bool) -> Timeline:
     meta["notices"] = notices
     metrics = _metrics(conn, tables) if with_metrics else None
     return Timeline(
-        gpu_ops=gpu_ops,
-        api_calls=_runtime(conn, tables, strings),
+        gpu_ops=ops,
+        api_calls=_runtime(conn, path, tables, strings),
         ranges=_nvtx(conn, tables, strings),
         metrics=metrics,
         meta=meta,
@@ -149,15 +143,6 @@ def _strings(conn: sqlite3.Connection) -> dict[int, str]:
     return dict(conn.execute("SELECT id, value FROM StringIds"))
 
 
-def _names(ids: Ints, strings: dict[int, str], fallback: str) -> pd.Categorical:
-    """String ids -> a categorical of their values (one Python string per distinct name, not per row)."""
-    uniq, codes = np.unique(ids, return_inverse=True)
-    cats = [strings.get(int(i), f"{fallback}#{int(i)}") for i in uniq]
-    # Distinct ids can share a value; categories must be unique.
-    values, remap = np.unique(np.array(cats, dtype=object), return_inverse=True)
-    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(values, dtype=object))
-
-
 def _meta(conn: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
     meta: dict[str, Any] = {"tool": "nsys"}
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
@@ -185,69 +170,162 @@ def _meta(conn: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
     return meta
 
 
+# --- integer blocks ---------------------------------------------------------------------------------------------
+
+
+def _count(conn: sqlite3.Connection, tables: set[str], table: str) -> int:
+    return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]) if table in tables else 0
+
+
+def _fill_block(
+    conn: sqlite3.Connection, path: Path, table: str, spec: Sequence[tuple[str | None, int]], out: Ints
+) -> None:
+    """``out[i]`` = column ``spec[i][0]`` of ``table`` in rowid order, NULL (or a column the table lacks) as
+    ``spec[i][1]``. ``out`` may be a column slice of a larger block."""
+    cols = _columns(conn, table)
+    names = [name if name in cols else None for name, _ in spec]
+    fills = [fill for _, fill in spec]
+    for i, name in enumerate(names):
+        if name is None:
+            out[i] = fills[i]
+    wanted = [i for i, name in enumerate(names) if name is not None]
+    if not wanted or not out.shape[1]:
+        return
+    if read_int_columns(conn, path, table, names, fills, out):
+        return
+    exprs = [f'coalesce("{names[i]}", {fills[i]})' for i in wanted]
+    done = 0
+    for chunk in _sql_chunks(conn, table, exprs):
+        m = len(chunk[0])
+        if done + m > out.shape[1] or any(len(c) != m for c in chunk):
+            raise BadTraceError(f"{path}: {table} changed while it was read")
+        for i, values in zip(wanted, chunk, strict=True):
+            out[i, done : done + m] = values
+        done += m
+    if done != out.shape[1]:
+        raise BadTraceError(f"{path}: {table} changed while it was read")
+
+
+def _sql_chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str]) -> Iterator[list[Ints]]:
+    """Each expression over CHUNK_ROWS rowids at a time, as one ``group_concat`` string per column parsed by numpy
+    (expressions must never be NULL: group_concat skips NULLs)."""
+    lo, hi = conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    if lo is None:
+        return
+    select = ", ".join(f"group_concat({e})" for e in exprs)
+    for start in range(lo, hi + 1, CHUNK_ROWS):
+        row = conn.execute(
+            f'SELECT {select} FROM "{table}" WHERE rowid >= ? AND rowid < ?', (start, start + CHUNK_ROWS)
+        ).fetchone()
+        yield [np.fromstring(t, dtype=np.int64, sep=",") if t else np.zeros(0, np.int64) for t in row]
+
+
+def _split_global_id(block: Ints, pid_row: int, tid_row: int | None = None) -> None:
+    """In place: an nsys global id (pid in bits 24-47, tid in bits 0-23) -> pid, and tid when asked for."""
+    if tid_row is not None:
+        np.bitwise_and(block[pid_row], 0xFFFFFF, out=block[tid_row])
+    np.right_shift(block[pid_row], 24, out=block[pid_row])
+    np.bitwise_and(block[pid_row], 0xFFFFFF, out=block[pid_row])
+
+
+def _codes_of(ids: Ints, names_of: Callable[[Ints], list[str]]) -> tuple[Ints, list[str]]:
+    """Integer ids -> (codes, categories): one name per distinct id, equal names merged. Linear time for the
+    small non-negative ids nsys uses (a lookup table), a sort otherwise."""
+    if len(ids) and ids.min() >= 0 and ids.max() < 1 << 24:
+        seen = np.zeros(int(ids.max()) + 1, dtype=bool)
+        seen[ids] = True
+        uniq = np.nonzero(seen)[0]
+        lut = np.zeros(len(seen), dtype=np.int64)
+        lut[uniq] = np.arange(len(uniq))
+        codes = lut[ids]
+    else:
+        uniq, codes = np.unique(ids, return_inverse=True)
+    names = names_of(uniq)
+    merged = list(dict.fromkeys(names))
+    if len(merged) < len(names):
+        remap = np.array([merged.index(n) for n in names], dtype=np.int64)
+        codes = remap[codes]
+    return codes.astype(np.int64), merged
+
+
+def _categorical(codes: Ints, categories: list[str]) -> pd.Categorical:
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object), validate=False)
+
+
+def _frame(block: Ints, columns: Sequence[str], leading: dict[str, Any]) -> pd.DataFrame:
+    """A frame over ``block`` (one row per integer column, no copy) with ``leading`` columns in front."""
+    frame = pd.DataFrame(block.T, columns=list(columns), copy=False)
+    for i, (name, values) in enumerate(leading.items()):
+        frame.insert(i, name, values)
+    return frame
+
+
 # --- GPU work ---------------------------------------------------------------------------------------------------
 
-
-def _op_columns(conn: sqlite3.Connection, table: str) -> tuple[set[str], list[str]]:
-    cols = _columns(conn, table)
-    exprs = [
-        "start",
-        "end",
-        "coalesce(deviceId, 0)" if "deviceId" in cols else "0",
-        "coalesce(streamId, 0)" if "streamId" in cols else "0",
-        "coalesce((globalPid >> 24) & 16777215, 0)" if "globalPid" in cols else "0",
-        "coalesce(correlationId, -1)" if "correlationId" in cols else "-1",
-        "coalesce(graphNodeId, -1)" if "graphNodeId" in cols else "-1",
-    ]
-    return cols, exprs
+OP_INT_COLUMNS = [c for c, dtype in GPU_OP_COLUMNS.items() if dtype == "int64"]
+OP_KINDS = ("kernel", "memcpy", "memset")
 
 
-def _op_frame(kind: str, arrays: list[Ints], name: Any, nbytes: Ints | int) -> pd.DataFrame:
-    start, end, device, stream, pid, corr, node = arrays
-    return pd.DataFrame(
-        {
-            "kind": pd.Categorical([kind]).repeat(len(start)) if len(start) else pd.Categorical([]),
-            "name": name,
-            "start_ns": start,
-            "end_ns": np.maximum(end, start),
-            "device": device,
-            "stream": stream,
-            "pid": pid,
-            "correlation_id": corr,
-            "graph_node_id": node,
-            "bytes": nbytes,
-        }
-    )
-
-
-def _kernels(conn: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -> pd.DataFrame | None:
-    if KERNEL_TABLE not in tables:
-        return None
-    cols, exprs = _op_columns(conn, KERNEL_TABLE)
-    name_col = next((c for c in ("shortName", "demangledName", "mangledName", "name") if c in cols), None)
-    arrays = _read_ints(conn, KERNEL_TABLE, [*exprs, f"coalesce({name_col}, -1)" if name_col else "-1"])
-    names = _names(arrays[-1], strings, "kernel")
-    return _op_frame("kernel", arrays[:-1], names, 0)
-
-
-def _copies(conn: sqlite3.Connection, tables: set[str], table: str, kind: str) -> pd.DataFrame | None:
-    if table not in tables:
-        return None
-    cols, exprs = _op_columns(conn, table)
-    extra = [
-        "coalesce(bytes, 0)" if "bytes" in cols else "0",
-        "coalesce(copyKind, 0)" if "copyKind" in cols else "0",
-    ]
-    arrays = _read_ints(conn, table, [*exprs, *extra])
-    if kind == "memset":
-        name: Any = pd.Categorical(["Memset"]).repeat(len(arrays[0])) if len(arrays[0]) else pd.Categorical([])
+def _op_spec(conn: sqlite3.Connection, table: str) -> list[tuple[str | None, int]]:
+    """Source columns in OP_INT_COLUMNS order, then the name source (kernel name id, copy kind)."""
+    size: str | None = None
+    extra: str | None = None
+    if table == KERNEL_TABLE:
+        cols = _columns(conn, table)
+        extra = next((c for c in ("shortName", "demangledName", "mangledName", "name") if c in cols), None)
     else:
-        kinds = _memcpy_kind_names(conn, tables)
-        uniq, codes = np.unique(arrays[-1], return_inverse=True)
-        cats = [f"Memcpy {kinds.get(int(k), str(int(k)))}" for k in uniq]
-        values, remap = np.unique(np.array(cats, dtype=object), return_inverse=True)
-        name = pd.Categorical.from_codes(remap[codes], categories=pd.Index(values, dtype=object))
-    return _op_frame(kind, arrays[:-2], name, arrays[-2])
+        size, extra = "bytes", "copyKind" if table == MEMCPY_TABLE else None
+    return [
+        ("start", 0), ("end", 0), ("deviceId", 0), ("streamId", 0), ("globalPid", 0), ("correlationId", -1),
+        ("graphNodeId", -1), (size, 0), (extra, -1 if table == KERNEL_TABLE else 0),
+    ]  # fmt: skip
+
+
+def _gpu_ops(conn: sqlite3.Connection, path: Path, tables: set[str], strings: dict[int, str]) -> pd.DataFrame | None:
+    """Kernels, copies and sets in one frame (None when there are none)."""
+    sources = [(KERNEL_TABLE, 0), (MEMCPY_TABLE, 1), (MEMSET_TABLE, 2)]
+    counts = [_count(conn, tables, table) for table, _ in sources]
+    total = sum(counts)
+    if not total:
+        return None
+    ncols = len(OP_INT_COLUMNS)
+    block = np.empty((ncols + 1, total), dtype=np.int64)  # the last row: name ids / copy kinds
+    kinds = np.empty(total, dtype=np.int8)
+    name_codes = np.empty(total, dtype=np.int64)
+    categories: list[str] = []
+    at = 0
+    copy_kinds = _memcpy_kind_names(conn, tables)
+    for (table, kind), n in zip(sources, counts, strict=True):
+        if not n:
+            continue
+        part = block[:, at : at + n]
+        _fill_block(conn, path, table, _op_spec(conn, table), part)
+        kinds[at : at + n] = kind
+        if kind == 0:
+            codes, names = _codes_of(part[ncols], lambda u: [strings.get(int(i), f"kernel#{int(i)}") for i in u])
+        elif kind == 1:
+            codes, names = _codes_of(part[ncols], lambda u: [f"Memcpy {copy_kinds.get(int(k), k)}" for k in u.tolist()])
+        else:
+            codes, names = np.zeros(n, dtype=np.int64), ["Memset"]
+        offset = len(categories)
+        categories += names
+        name_codes[at : at + n] = codes + offset
+        at += n
+    merged = list(dict.fromkeys(categories))
+    if len(merged) < len(categories):  # a kernel named like a copy
+        name_codes = np.array([merged.index(c) for c in categories], dtype=np.int64)[name_codes]
+    ints = block[:ncols]
+    _split_global_id(ints, OP_INT_COLUMNS.index("pid"))
+    start, end = ints[OP_INT_COLUMNS.index("start_ns")], ints[OP_INT_COLUMNS.index("end_ns")]
+    np.maximum(end, start, out=end)
+    return _frame(
+        ints,
+        OP_INT_COLUMNS,
+        {
+            "kind": _categorical(kinds.astype(np.int64), list(OP_KINDS)),
+            "name": _categorical(name_codes, merged),
+        },
+    )
 
 
 def _memcpy_kind_names(conn: sqlite3.Connection, tables: set[str]) -> dict[int, str]:
@@ -264,45 +342,35 @@ def _memcpy_kind_names(conn: sqlite3.Connection, tables: set[str]) -> dict[int, 
 
 # --- host side --------------------------------------------------------------------------------------------------
 
+API_INT_COLUMNS = [c for c, dtype in API_CALL_COLUMNS.items() if dtype == "int64"]  # start, end, pid, tid, corr
+API_SPEC: list[tuple[str | None, int]] = [
+    ("start", 0), ("end", 0), ("globalTid", 0), (None, 0), ("correlationId", -1), ("nameId", -1),
+]  # fmt: skip
 
-def _runtime(conn: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -> pd.DataFrame:
-    frames = []
-    for table in (RUNTIME_TABLE, "CUPTI_ACTIVITY_KIND_DRIVER"):
-        if table not in tables:
-            continue
-        cols = _columns(conn, table)
-        exprs = [
-            "start",
-            "end",
-            "coalesce((globalTid >> 24) & 16777215, 0)" if "globalTid" in cols else "0",
-            "coalesce(globalTid & 16777215, 0)" if "globalTid" in cols else "0",
-            "coalesce(correlationId, -1)" if "correlationId" in cols else "-1",
-            "coalesce(nameId, -1)" if "nameId" in cols else "-1",
-        ]
-        start, end, pid, tid, corr, name_ids = _read_ints(conn, table, exprs)
-        names = _names(name_ids, strings, "api")
-        cat_names = [api_category(str(c)) for c in names.categories]
-        uniq_cats = sorted(set(cat_names))
-        code_map = np.array([uniq_cats.index(c) for c in cat_names], dtype=np.int64)
-        category = pd.Categorical.from_codes(
-            code_map[names.codes] if len(code_map) else np.zeros(0, np.int64), categories=pd.Index(uniq_cats)
-        )
-        frames.append(
-            pd.DataFrame(
-                {
-                    "name": names,
-                    "category": category,
-                    "start_ns": start,
-                    "end_ns": np.maximum(end, start),
-                    "pid": pid,
-                    "tid": tid,
-                    "correlation_id": corr,
-                }
-            )
-        )
-    if not frames:
+
+def _runtime(conn: sqlite3.Connection, path: Path, tables: set[str], strings: dict[int, str]) -> pd.DataFrame:
+    sources = [t for t in (RUNTIME_TABLE, "CUPTI_ACTIVITY_KIND_DRIVER") if t in tables]
+    counts = [_count(conn, tables, t) for t in sources]
+    total = sum(counts)
+    if not total:
         return empty_frame(API_CALL_COLUMNS)
-    return conform(pd.concat(frames, ignore_index=True), API_CALL_COLUMNS)
+    block = np.empty((len(API_SPEC), total), dtype=np.int64)
+    at = 0
+    for table, n in zip(sources, counts, strict=True):
+        _fill_block(conn, path, table, API_SPEC, block[:, at : at + n])
+        at += n
+    ints = block[: len(API_INT_COLUMNS)]
+    _split_global_id(ints, 2, 3)
+    np.maximum(ints[1], ints[0], out=ints[1])
+    codes, names = _codes_of(block[-1], lambda u: [strings.get(int(i), f"api#{int(i)}") for i in u])
+    cat_names = [api_category(n) for n in names]
+    cat_unique = sorted(set(cat_names))
+    cat_map = np.array([cat_unique.index(c) for c in cat_names], dtype=np.int64)
+    return _frame(
+        ints,
+        API_INT_COLUMNS,
+        {"name": _categorical(codes, names), "category": _categorical(cat_map[codes], cat_unique)},
+    )
 
 
 def _nvtx(conn: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -> pd.DataFrame:
