@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from launchprobe.kernels import GEMV_MAX_BATCH, Ops, attention_kernels, get_ops
+from launchprobe.kernels import GEMV_MAX_BATCH, GemvConfig, Ops, attention_kernels, gemv_config, gemv_kernels, get_ops
 from launchprobe.kernels import reference as R
 
 pytestmark = [
@@ -262,18 +262,155 @@ def test_each_op_launches_one_kernel(batch: int) -> None:
     assert counts == dict.fromkeys(calls, 1)
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "reduce_kernel"])
 @pytest.mark.parametrize("batch", [1, 3, 16, 64, 256])
-def test_attention_launches(batch: int) -> None:
+def test_attention_launches(batch: int, fused: bool) -> None:
     ops, dt, s = tri(), torch.bfloat16, SHAPES[0]
     nh, nkv, d, c = s.heads, s.kv_heads, s.head_dim, s.cache
     q, kc, vc = randn(batch, nh * d, dtype=dt), *(randn(batch, c, nkv, d, dtype=dt) for _ in range(2))
     out = full(batch, nh * d, dtype=dt)
-    plan = ops.attention_plan(batch, c, nh, nkv, d, DEV)
-    expected = attention_kernels(batch, nkv, c, torch.cuda.get_device_properties(0).multi_processor_count)
+    plan = ops.attention_plan(batch, c, nh, nkv, d, DEV, fused_reduce=fused)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    expected = attention_kernels(batch, nkv, c, sms, fused_reduce=fused)
     assert plan.kernels(c) == expected
     assert count_kernels(lambda: ops.attention(q, kc, vc, c, out, d**-0.5, plan)) == expected
-    if plan.num_sms == 132:  # the H200 design points: 8 or 24 (b, kv head) pairs split (2 kernels), >= 128 do not
-        assert expected == (2 if batch <= 3 else 1)
+    if plan.num_sms == 132:  # H200: 8 or 24 (b, kv head) pairs split (merged in-kernel when fused), >= 128 do not
+        assert expected == (2 if batch <= 3 and not fused else 1)
+
+
+GEMV_SPLIT_SHAPES = [(4096, 4096), (4096, 14336), (6144, 4096), (8192, 8192), (1000, 3000)]  # (N, K)
+
+
+@pytest.mark.parametrize("nk", GEMV_SPLIT_SHAPES, ids=[f"{n}x{k}" for n, k in GEMV_SPLIT_SHAPES])
+@pytest.mark.parametrize("batch", [1, 8, 16])
+def test_gemv_launches_one_kernel(nk: tuple[int, int], batch: int) -> None:
+    """Split-K included: the partial sums are reduced inside the kernel (cuBLAS adds a splitKreduce kernel)."""
+    n, k = nk
+    x, w, out = (
+        randn(batch, k, dtype=torch.bfloat16),
+        randn(n, k, dtype=torch.bfloat16),
+        full(batch, n, dtype=torch.bfloat16),
+    )
+    plan = tri().gemv_plan(n, k, batch, DEV)
+    assert count_kernels(lambda: tri().gemv(x, w, out, plan)) == gemv_kernels(batch) == 1
+    assert rel(out, x.float() @ w.float().T) < BOUND
+
+
+def _gemv_configs(n: int, k: int, batch: int) -> list[GemvConfig]:
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cfgs = [gemv_config(n, k, batch, sms)]
+    for block_n, splits in ((16, 1), (32, 3), (64, 8), (32, 16)):
+        cfgs.append(gemv_config(n, k, batch, sms, block_n=block_n, splits=splits))
+    if batch == 1:
+        cfgs.append(gemv_config(n, k, batch, sms, use_dot=False))
+        cfgs.append(gemv_config(n, k, batch, sms, splits=4, use_dot=False))
+    return cfgs
+
+
+@pytest.mark.parametrize("nk", GEMV_SPLIT_SHAPES, ids=[f"{n}x{k}" for n, k in GEMV_SPLIT_SHAPES])
+@pytest.mark.parametrize("batch", [1, 3, 16])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gemv_split_configs(nk: tuple[int, int], batch: int, dtype: torch.dtype) -> None:
+    """Every split/tile choice: correct, fully written, bitwise identical on a second call (counters reset)."""
+    n, k = nk
+    x, w = randn(batch, k, dtype=dtype), randn(n, k, dtype=dtype)
+    ref = x.float() @ w.float().T
+    for cfg in _gemv_configs(n, k, batch):
+        plan = tri().gemv_plan(n, k, batch, DEV, config=cfg)
+        outs = []
+        for _ in range(2):
+            out = full(batch, n, dtype=dtype)
+            tri().gemv(x, w, out, plan)
+            outs.append(out)
+        assert torch.isfinite(outs[0]).all(), cfg
+        assert rel(outs[0], ref) < BOUND, cfg
+        assert torch.equal(outs[0], outs[1]), cfg
+        if plan.counters is not None:
+            assert not plan.counters.any(), cfg
+
+
+def test_gemv_plan_needs_warm_up_before_capture() -> None:
+    x, w = randn(1, 4352, dtype=torch.bfloat16), randn(1024, 4352, dtype=torch.bfloat16)  # a shape no test uses
+    out = full(1, 1024, dtype=torch.bfloat16)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="before capturing"), torch.cuda.graph(graph):
+        tri().gemv(x, w, out)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_split_kernels_replay_identically(batch: int) -> None:
+    """Split-K gemv (o_proj, down; one plan shared by calls on several weights) and fused-reduce attention inside
+    one CUDA graph: the counters reset themselves, so two replays give bitwise the same, correct outputs."""
+    ops, dt, s = tri(), torch.bfloat16, SHAPES[0]
+    h, f, nh, nkv, d, c = s.hidden, s.ffn, s.heads, s.kv_heads, s.head_dim, s.cache
+    x, act = randn(batch, h, dtype=dt), randn(batch, f, dtype=dt)
+    w_o = [randn(h, h, dtype=dt) * 0.02 for _ in range(3)]
+    w_down = [randn(h, f, dtype=dt) * 0.02 for _ in range(2)]
+    q, kc, vc = randn(batch, nh * d, dtype=dt), randn(batch, c, nkv, d, dtype=dt), randn(batch, c, nkv, d, dtype=dt)
+    outs_o = [full(batch, h, dtype=dt) for _ in w_o]
+    outs_down = [full(batch, h, dtype=dt) for _ in w_down]
+    att = full(batch, nh * d, dtype=dt)
+    plan = ops.attention_plan(batch, c, nh, nkv, d, DEV)
+    assert plan.splits(c) > 1 and plan.kernels(c) == 1
+
+    def run() -> None:
+        for w, o in zip(w_o, outs_o):
+            ops.gemv(x, w, o)
+        for w, o in zip(w_down, outs_down):
+            ops.gemv(act, w, o)
+        ops.attention(q, kc, vc, c, att, d**-0.5, plan)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()  # warm-up: compiles, and makes the gemv plans (workspace, zeroed counters) outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    results = []
+    for _ in range(2):
+        for t in (*outs_o, *outs_down, att):
+            t.fill_(NAN)
+        graph.replay()
+        torch.cuda.synchronize()
+        results.append([t.clone() for t in (*outs_o, *outs_down, att)])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+    for w, o in zip(w_o, results[0][: len(w_o)]):
+        assert rel(o, x.float() @ w.float().T) < BOUND
+    for w, o in zip(w_down, results[0][len(w_o) : len(w_o) + len(w_down)]):
+        assert rel(o, act.float() @ w.float().T) < BOUND
+    ref = full(batch, nh * d, dtype=dt)
+    R.attention(q, kc, vc, c, ref, d**-0.5)
+    assert rel(results[0][-1], ref) < BOUND
+
+
+ATTN_KNOBS = [
+    {"block_n": 16},
+    {"block_n": 32, "programs_per_sm": 4},
+    {"block_n": 128, "programs_per_sm": 1, "num_warps": 8},
+    {"fused_reduce": False},
+    {"block_n": 32, "num_warps": 8, "num_stages": 2},
+]
+
+
+@pytest.mark.parametrize("knobs", ATTN_KNOBS, ids=lambda k: "-".join(f"{a}{b}" for a, b in k.items()))
+@pytest.mark.parametrize("heads", [32, 64], ids=["group4", "group8"])
+@pytest.mark.parametrize("batch", [1, 3, 8])
+def test_attention_knobs(knobs: dict[str, Any], heads: int, batch: int) -> None:
+    nkv, d, c, dt = 8, 128, 1024, torch.bfloat16
+    q, kc, vc = randn(batch, heads * d, dtype=dt), randn(batch, c, nkv, d, dtype=dt), randn(batch, c, nkv, d, dtype=dt)
+    plan = tri().attention_plan(batch, c, heads, nkv, d, DEV, **knobs)
+    ref = full(batch, heads * d, dtype=dt)
+    R.attention(q, kc, vc, c - 7, ref, d**-0.5)
+    outs = []
+    for _ in range(2):
+        out = full(batch, heads * d, dtype=dt)
+        tri().attention(q, kc, vc, c - 7, out, d**-0.5, plan)
+        outs.append(out)
+    assert rel(outs[0], ref) < BOUND, f"splits={plan.splits(c - 7)}"
+    assert torch.equal(outs[0], outs[1])
 
 
 # --------------------------------------------------------------------------------------------------------------
