@@ -1,5 +1,9 @@
 """cuBLAS (torch.mm) against launchprobe's Triton GEMV on the decode projections, achieved HBM bandwidth.
 
+The Triton GEMV is one launch per call (split-K is reduced inside the kernel); the last column shows the
+configuration its heuristic picked (rows per program, K tile, K splits). benchmarks/bench_kernels_sweep.py
+tries others.
+
 Each call reads its weight from HBM: weights rotate over copies whose total is far above the L2 cache, and calls
 are replayed from a CUDA graph so launch overhead stays out. Run on a GPU:
     python benchmarks/bench_gemv.py [--batches 1,4,8,16]
@@ -9,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SHAPES = {
     # name: (N, K) of y[B, N] = x[B, K] @ W[N, K].T
@@ -36,7 +44,7 @@ def bench(fn_name: str, n: int, k: int, batch: int, copies: int, calls: int) -> 
     out = torch.empty(batch, n, dtype=torch.bfloat16, device="cuda")
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        for w in ws:
+        for w in ws:  # compiles, and makes the GEMV plan (workspace, counters) before capture
             fn(x, w, out)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -62,13 +70,18 @@ def main() -> None:
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    print(f"{'projection':<12} {'B':>3} {'cuBLAS TB/s':>12} {'Triton TB/s':>12} {'ratio':>6}")
+    from launchprobe.kernels import gemv_config
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"{'projection':<12} {'B':>3} {'cuBLAS TB/s':>12} {'Triton TB/s':>12} {'ratio':>6}  Triton config")
     for name, (n, k) in SHAPES.items():
         copies = max(2, -(-4 * l2 // (2 * n * k)))
         for batch in batches:
             cublas = bench("cublas", n, k, batch, copies, 40)
             triton = bench("gemv", n, k, batch, copies, 40)
-            print(f"{name:<12} {batch:>3} {cublas / 1e12:>12.2f} {triton / 1e12:>12.2f} {triton / cublas:>6.2f}")
+            c = gemv_config(n, k, batch, sms)
+            cfg = f"bn{c.block_n} bk{c.block_k} split{c.splits}"
+            print(f"{name:<12} {batch:>3} {cublas / 1e12:>12.2f} {triton / 1e12:>12.2f} {triton / cublas:>6.2f}  {cfg}")
 
 
 if __name__ == "__main__":
