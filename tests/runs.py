@@ -172,9 +172,17 @@ def _common(kind: str) -> dict[str, Any]:
         "command": ["launchprobe", kind],
         "notices": [],
         "environment": {
-            "device": "cuda", "gpu": "NVIDIA H200", "gpu_count": 1, "sm_count": 132, "l2_bytes": 62_914_560,
-            "gpu_memory_bytes": 150_754_820_096, "driver": "580.95", "torch": "2.11.0+cu130", "cuda": "13.0",
-            "python": "3.11.9", "platform": "Linux-x86_64",
+            "device": "cuda",
+            "gpu": "NVIDIA H200",
+            "gpu_count": 1,
+            "sm_count": 132,
+            "l2_bytes": 62_914_560,
+            "gpu_memory_bytes": 150_754_820_096,
+            "driver": "580.95",
+            "torch": "2.11.0+cu130",
+            "cuda": "13.0",
+            "python": "3.11.9",
+            "platform": "Linux-x86_64",
         },  # fmt: skip
     }
 
@@ -190,14 +198,25 @@ def classify_run(
     run = _common("classify")
     run.update(
         config={
-            "shape": "llama-3-8b", "batches": list(batches), "context": 1024, "modes": list(modes),
-            "dtype": "bf16", "warmup_steps": 20, "steps": 50, "capture_sizes": "vllm", "device": "cuda",
+            "shape": "llama-3-8b",
+            "batches": list(batches),
+            "context": 1024,
+            "modes": list(modes),
+            "dtype": "bf16",
+            "warmup_steps": 20,
+            "steps": 50,
+            "capture_sizes": "vllm",
+            "device": "cuda",
             "plan": False,
         },  # fmt: skip
         shape=dict(LLAMA_8B),
         ceilings={
-            "source": "measured", "hbm_read_bytes_per_s": HBM, "matmul_flops_per_s": MATMUL,
-            "launch_host_ns": LAUNCH_NS, "graph_node_ns": NODE_NS, "measured_at": "2026-11-30T11:58:00+00:00",
+            "source": "measured",
+            "hbm_read_bytes_per_s": HBM,
+            "matmul_flops_per_s": MATMUL,
+            "launch_host_ns": LAUNCH_NS,
+            "graph_node_ns": NODE_NS,
+            "measured_at": "2026-11-30T11:58:00+00:00",
             "details": {},
         },  # fmt: skip
         memory={"weight_bytes": WEIGHT_BYTES, "distinct_layers": 32, "kv_cache_bytes": 64 * KV_BYTES_PER_SEQ},
@@ -271,15 +290,26 @@ def analyze_run() -> dict[str, Any]:
     run = _common("analyze")
     run["environment"] = {}
     run.update(
-        source={"path": "traces/decode.nsys-rep", "format": "nsys-rep", "nsys_version": "2025.3.1",
-                "export_schema": "3.1"},  # fmt: skip
+        source={
+            "path": "traces/decode.nsys-rep",
+            "format": "nsys-rep",
+            "nsys_version": "2025.3.1",
+            "export_schema": "3.1",
+        },  # fmt: skip
         config={"ranges": ["decode_step"], "devices": None},
         windows=[
             window("decode_step", 0, 9.5, 4.4, 480),
             window("decode_step", 0, 9.4, 4.4, 480),
-            window("prefill", 0, 30.0, 27.0, 480, verdict="undetermined",
-                   verdict_reason="GPU busy 90%: memory or compute cannot be told apart without GPU metrics; "
-                   "rerun nsys with --gpu-metrics-devices=all"),  # fmt: skip
+            window(
+                "prefill",
+                0,
+                30.0,
+                27.0,
+                480,
+                verdict="undetermined",
+                verdict_reason="GPU busy 90%: memory or compute cannot be told apart without GPU metrics; "
+                "rerun nsys with --gpu-metrics-devices=all",
+            ),  # fmt: skip
         ],
         top_kernels=[
             {"name": "sm90_xmma_gemm_bf16", "count": 128, "total_ns": 3_900_000, "share_of_busy": 0.44},
@@ -302,3 +332,67 @@ def scaled(run: dict[str, Any], factor: float, *, mode: str | None = None, batch
             busy = r["gpu_busy_ms"]
             r.update(measured_fields(r, new, busy))
     return out
+
+
+def analyze_many_run() -> dict[str, Any]:
+    """Many windows, analysed by the real pipeline on a constructed timeline: 30 eager steps named ``step N``
+    (one slow first step, host overhead growing every tenth), launch-bound, and 12 full-graph ``decode_step``
+    replays of longer kernels, GPU-bound."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+
+    from launchprobe.analysis.trace_run import build_run
+    from launchprobe.analysis.windows import AnalysisOptions
+    from launchprobe.timeline import API_CALL_COLUMNS, GPU_OP_COLUMNS, RANGE_COLUMNS, Timeline, api_category, conform
+
+    if "nsys_synth" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "nsys_synth", Path(__file__).parent / "fixtures" / "nsys_synth.py"
+        )
+        assert spec and spec.loader
+        sys.modules["nsys_synth"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["nsys_synth"])
+    synth = sys.modules["nsys_synth"]
+    kernel_names = ["gemv_bf16", "rms_norm", "rotary", "attention_decode", "silu_mul", "gemv_bf16"]
+    api_names = {1: "cudaLaunchKernel_v7000", 2: "cudaGraphLaunch_v10000", 3: "cudaStreamSynchronize_v3020"}
+    ops, apis, ranges = [], [], []
+    t, corr = 1_000_000, 0
+    steps = [("step", i, synth.Loop(steps=1, kernels_per_step=6, step_overhead_ns=(400_000 if i == 0 else
+              20_000 + 5_000 * (i // 10)))) for i in range(30)]  # fmt: skip
+    steps += [("decode_step mode=full bucket=1", i, synth.Loop(steps=1, kernels_per_step=6, graph=True,
+              kernel_ns=15_000 + 1_000 * (i % 3), step_overhead_ns=2_000, launch_ns=2_000))
+              for i in range(12)]  # fmt: skip
+    for name, i, loop in steps:
+        d = synth.decode_loop(loop, t0=t)
+        for k, (s, e, c) in enumerate(zip(d["k_start"], d["k_end"], d["k_corr"], strict=True)):
+            ops.append({"kind": "kernel", "name": kernel_names[k % 6], "start_ns": s, "end_ns": e, "device": 0,
+                        "stream": 7, "pid": 1, "correlation_id": c + corr, "graph_node_id": k if loop.graph else -1,
+                        "bytes": 0})  # fmt: skip
+        for s, e, n, c in zip(d["r_start"], d["r_end"], d["r_name"], d["r_corr"], strict=True):
+            apis.append({"name": api_names[int(n)], "category": api_category(api_names[int(n)]), "start_ns": s,
+                         "end_ns": e, "pid": 1, "tid": 1, "correlation_id": c + corr})  # fmt: skip
+        label = f"{name} {i}" if name == "step" else name
+        ranges.append({"name": label, "domain": "", "start_ns": int(d["step_start"][0]),
+                       "end_ns": int(d["step_end"][0]), "pid": 1, "tid": 1, "depth": 0})  # fmt: skip
+        t = int(d["step_end"][0]) + 10_000
+        corr += int(np.max(d["r_corr"])) + 1
+    timeline = Timeline(
+        gpu_ops=conform(pd.DataFrame(ops), GPU_OP_COLUMNS),
+        api_calls=conform(pd.DataFrame(apis), API_CALL_COLUMNS),
+        ranges=conform(pd.DataFrame(ranges), RANGE_COLUMNS),
+        meta={
+            "format": "nsys-sqlite",
+            "path": "traces/serve.sqlite",
+            "tool": "nsys",
+            "tool_version": "2025.3.2",
+            "notices": [],
+            "gpus": {0: "NVIDIA H200"},
+        },  # fmt: skip
+    )
+    run = build_run(timeline, AnalysisOptions(ranges=("step.*", "decode_step.*")))
+    run.update(_common("analyze"), environment=run["environment"], notices=run["notices"])
+    return run

@@ -224,3 +224,28 @@ def test_rendering_does_not_import_torch_or_matplotlib() -> None:
     )
     root = Path(__file__).parent.parent
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+
+
+def test_many_windows_summarised_per_range_name() -> None:
+    run = runs.analyze_many_run()
+    assert len(run["windows"]) == 42
+    text = plain_output(run, width=200)
+    assert text.count("Largest idle stretches") == 2 and text.count("Top kernels") == 2  # once per range name
+    assert "Slowest 8 of 42 windows" in text and "34 more windows in the JSON/CSV" in text
+    ranges = text.split("Ranges", 1)[1].split("\n\n", 1)[0]
+    assert "step <n>  " in ranges and "launch-bound 30" in ranges and "gpu-bound 12" in ranges
+    assert len(list(csv.DictReader(io.StringIO(render_text(run, "csv"))))) == 42  # CSV and JSON keep every window
+    assert len(json.loads(render_text(run, "json"))["windows"]) == 42
+    assert "step &lt;n>" in render_text(run, "markdown")  # not an HTML tag on GitHub
+
+
+def test_few_windows_listed_one_by_one() -> None:
+    run = runs.analyze_many_run()
+    run["windows"] = [w for w in run["windows"] if w["name"].startswith("decode_step")]
+    run["summaries"] = [s for s in run["summaries"] if s["name"].startswith("decode_step")]
+    text = plain_output(run, width=200)
+    assert "Windows\n" in text and "more windows" not in text
+    assert "decode_step mode=full bucket=1 #11" in text
+    for s in run["summaries"]:  # a run saved before pooling: the slowest window's lists
+        del s["top_kernels"], s["largest_idle"]
+    assert "Top kernels: decode_step mode=full bucket=1 (device 0), slowest window" in plain_output(run, width=200)

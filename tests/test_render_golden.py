@@ -50,6 +50,7 @@ RUNS: dict[str, Callable[[], dict[str, Any]]] = {
     "classify-cpu": runs.cpu_classify_run,
     "classify-plan": runs.plan_run,
     "analyze": runs.analyze_run,
+    "analyze-many": runs.analyze_many_run,
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -10,13 +12,19 @@ from launchprobe.analysis.idle import DEFAULT_SHORT_GAP_NS
 from launchprobe.analysis.trace_verdict import MetricMeans, decide
 from launchprobe.analysis.windows import (
     AnalysisOptions,
+    Prepared,
+    Window,
+    percentiles,
     prepare,
     range_windows,
+    top_kernels,
     whole_trace_windows,
+    window_gaps,
     window_record,
 )
 from launchprobe.timeline import Timeline
 
+COUNTER = re.compile(r"(?<=[\s#_:/-])\d+$")  # a trailing instance number after a separator
 SUM_KEYS = (
     "span_ns", "busy_ns", "idle_ns", "idle_host_wait_ns", "idle_short_gap_ns", "idle_other_ns",
     "kernels", "gpu_ops", "launch_calls",
@@ -24,22 +32,55 @@ SUM_KEYS = (
 
 
 def analyze_timeline(timeline: Timeline, options: AnalysisOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Window records and, for range names with several instances, one summary per name and device."""
+    """Window records and, for range windows, one summary per range name (instance counters merged, see
+    ``group_name``) and device."""
     prep = prepare(timeline, options)
     windows = range_windows(timeline, prep, options) if options.ranges else whole_trace_windows(prep)
     records = [window_record(w, prep, timeline, options) for w in windows]
-    return records, summarize(records, has_metrics=timeline.metrics is not None and len(timeline.metrics) > 0)
+    has_metrics = timeline.metrics is not None and len(timeline.metrics) > 0
+    return records, summarize(records, has_metrics=has_metrics, pooled=_pooled(windows, records, prep, options))
 
 
-def summarize(records: list[dict[str, Any]], *, has_metrics: bool) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for rec in records:
+def group_name(name: str) -> str:
+    """A range name with its trailing instance counter replaced by ``<n>``: ``step 17`` -> ``step <n>``,
+    ``ProfilerStep#3`` -> ``ProfilerStep#<n>``; ``... bucket=4`` and other names stay as they are."""
+    return COUNTER.sub("<n>", name)
+
+
+def _groups(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[int]]:
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, rec in enumerate(records):
         if rec.get("instance") is not None:
-            groups.setdefault((rec["name"], rec["device"]), []).append(rec)
+            groups.setdefault((group_name(rec["name"]), rec["device"]), []).append(i)
+    return groups
+
+
+def _pooled(
+    windows: list[Window], records: list[dict[str, Any]], prep: Prepared, options: AnalysisOptions
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Per group: gap percentiles over all its idle stretches, and its top kernels over all its ops."""
+    out = {}
+    for key, members in _groups(records).items():
+        gaps = [window_gaps(windows[i], prep) for i in members]
+        rows = np.unique(np.concatenate([windows[i].rows for i in members]))
+        p50, p90 = percentiles(np.concatenate(gaps), (50, 90))
+        out[key] = {"gap_p50_ns": p50, "gap_p90_ns": p90, "top_kernels": top_kernels(prep, rows, options.top_kernels)}
+    return out
+
+
+def summarize(
+    records: list[dict[str, Any]],
+    *,
+    has_metrics: bool,
+    pooled: dict[tuple[str, int], dict[str, Any]] | None = None,
+    largest: int = 5,
+) -> list[dict[str, Any]]:
     out = []
-    for (name, device), recs in groups.items():
+    for (name, device), members in _groups(records).items():
+        recs = [records[i] for i in members]
         totals = {k: int(sum(r[k] for r in recs)) for k in SUM_KEYS}
         spans = np.array([r["span_ns"] for r in recs], dtype=np.int64)
+        busy = np.array([r["busy_ns"] for r in recs], dtype=np.int64)
         launches: dict[str, int] = {}
         for r in recs:
             for api, n in r["launches"].items():
@@ -55,23 +96,53 @@ def summarize(records: list[dict[str, Any]], *, has_metrics: bool) -> list[dict[
             source_has_metrics=has_metrics,
         )
         span = totals["span_ns"]
+        span_p50, span_p90 = percentiles(spans, (50, 90))
+        busy_p50, busy_p90 = percentiles(busy, (50, 90))
+        slowest = max(range(len(recs)), key=lambda i: recs[i]["span_ns"])
+        extra = (pooled or {}).get((name, device), {})
         out.append(
             {
                 "name": name,
                 "device": device,
                 "instances": len(recs),
+                "names": len({r["name"] for r in recs}),
                 **totals,
-                "span_p50_ns": int(np.percentile(spans, 50, method="inverted_cdf")),
-                "span_p90_ns": int(np.percentile(spans, 90, method="inverted_cdf")),
+                "span_p50_ns": span_p50,
+                "span_p90_ns": span_p90,
+                "busy_p50_ns": busy_p50,
+                "busy_p90_ns": busy_p90,
                 "idle_fraction": round(totals["idle_ns"] / span, 6) if span else None,
+                "gap_p50_ns": extra.get("gap_p50_ns"),
+                "gap_p90_ns": extra.get("gap_p90_ns"),
                 "kernels_per_instance": round(totals["kernels"] / len(recs), 2),
                 "launches": dict(sorted(launches.items(), key=lambda kv: -kv[1])),
-                "verdicts": {v: sum(r["verdict"] == v for r in recs) for v in sorted({r["verdict"] for r in recs})},
+                "verdicts": dict(Counter(r["verdict"] for r in recs).most_common()),
                 "verdict": verdict.verdict,
                 "verdict_reason": f"over all {len(recs)} instances: {verdict.reason}",
+                "slowest": _label(recs, slowest),
+                "top_kernels": extra.get("top_kernels", []),
+                "largest_idle": _largest_idle(recs, largest),
             }
         )
     return out
+
+
+def _label(recs: list[dict[str, Any]], i: int) -> str:
+    """The window's name, with its instance number when the name repeats in the group."""
+    name = recs[i]["name"]
+    repeats = sum(r["name"] == name for r in recs) > 1
+    return f"{name} #{recs[i]['instance']}" if repeats else str(name)
+
+
+def _largest_idle(recs: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
+    """The longest idle stretches over the group (each window keeps its own longest: the union holds the top)."""
+    seen: dict[tuple[int, int], dict[str, Any]] = {}
+    for i, r in enumerate(recs):
+        for stretch in r.get("largest_idle") or []:
+            key = (stretch["start_ns"], stretch["end_ns"])
+            if key not in seen:
+                seen[key] = {"window": _label(recs, i), **stretch}
+    return sorted(seen.values(), key=lambda s: (-s["duration_ns"], s["start_ns"]))[:top]
 
 
 def _mean_metrics(recs: list[dict[str, Any]]) -> MetricMeans | None:

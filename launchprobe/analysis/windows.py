@@ -341,6 +341,12 @@ def distribution(values: npt.ArrayLike) -> dict[str, Any]:
     }
 
 
+def window_gaps(window: Window, prep: Prepared) -> Ints:
+    """Lengths of the window's idle stretches (clipped to it)."""
+    i_start, i_end, _, _ = prep.devices[window.device].idle_in(window.start_ns, window.end_ns)
+    return i_end - i_start
+
+
 def window_record(window: Window, prep: Prepared, timeline: Timeline, options: AnalysisOptions) -> dict[str, Any]:
     dev = prep.devices[window.device]
     ws, we = window.start_ns, window.end_ns
@@ -386,7 +392,7 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         "idle_stretches": len(lengths),
         **dict(zip(("gap_p50_ns", "gap_p90_ns", "gap_p99_ns"), percentiles(lengths, (50, 90, 99)), strict=True)),
         "gap_max_ns": int(lengths.max()) if len(lengths) else None,
-        "top_kernels": _top_kernels(prep, rows, options.top_kernels),
+        "top_kernels": top_kernels(prep, rows, options.top_kernels),
         "largest_idle": _largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle),
         "metrics": None
         if metrics is None
@@ -432,7 +438,7 @@ def _launch_numbers(prep: Prepared, rows: Ints) -> dict[str, Any]:
     }
 
 
-def _top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
+def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
     k = rows[prep.op_kind[rows] == 0]
     if not len(k) or top <= 0:
         return []

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from launchprobe.render.model import Lines, Report, Strips, Table
 
 STRIP_WIDTH = 100
+TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _escape(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ")
+    """Table pipes and tag openers (``step <n>`` would be read as HTML) escaped, newlines joined."""
+    return TAG_OPEN.sub("&lt;", value.replace("|", "\\|").replace("\n", " "))
 
 
 def report_markdown(report: Report, level: int = 2) -> str:
