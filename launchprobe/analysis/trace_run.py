@@ -62,7 +62,9 @@ def _pooled(
     out = {}
     for key, members in _groups(records).items():
         gaps = [window_gaps(windows[i], prep) for i in members]
-        rows = np.unique(np.concatenate([windows[i].rows for i in members]))
+        rows = np.concatenate([windows[i].rows for i in members])
+        if len(rows) > 1 and np.any(rows[1:] <= rows[:-1]):  # windows that overlap share rows
+            rows = np.unique(rows)
         p50, p90 = percentiles(np.concatenate(gaps), (50, 90))
         out[key] = {"gap_p50_ns": p50, "gap_p90_ns": p90, "top_kernels": top_kernels(prep, rows, options.top_kernels)}
     return out
@@ -99,6 +101,7 @@ def summarize(
         span_p50, span_p90 = percentiles(spans, (50, 90))
         busy_p50, busy_p90 = percentiles(busy, (50, 90))
         slowest = max(range(len(recs)), key=lambda i: recs[i]["span_ns"])
+        labels = _labels(recs)
         extra = (pooled or {}).get((name, device), {})
         out.append(
             {
@@ -119,29 +122,28 @@ def summarize(
                 "verdicts": dict(Counter(r["verdict"] for r in recs).most_common()),
                 "verdict": verdict.verdict,
                 "verdict_reason": f"over all {len(recs)} instances: {verdict.reason}",
-                "slowest": _label(recs, slowest),
+                "slowest": labels[slowest],
                 "top_kernels": extra.get("top_kernels", []),
-                "largest_idle": _largest_idle(recs, largest),
+                "largest_idle": _largest_idle(recs, labels, largest),
             }
         )
     return out
 
 
-def _label(recs: list[dict[str, Any]], i: int) -> str:
-    """The window's name, with its instance number when the name repeats in the group."""
-    name = recs[i]["name"]
-    repeats = sum(r["name"] == name for r in recs) > 1
-    return f"{name} #{recs[i]['instance']}" if repeats else str(name)
+def _labels(recs: list[dict[str, Any]]) -> list[str]:
+    """Each window's name, with its instance number when the name repeats in the group."""
+    counts = Counter(r["name"] for r in recs)
+    return [f"{r['name']} #{r['instance']}" if counts[r["name"]] > 1 else str(r["name"]) for r in recs]
 
 
-def _largest_idle(recs: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
+def _largest_idle(recs: list[dict[str, Any]], labels: list[str], top: int) -> list[dict[str, Any]]:
     """The longest idle stretches over the group (each window keeps its own longest: the union holds the top)."""
     seen: dict[tuple[int, int], dict[str, Any]] = {}
-    for i, r in enumerate(recs):
+    for r, label in zip(recs, labels, strict=True):
         for stretch in r.get("largest_idle") or []:
             key = (stretch["start_ns"], stretch["end_ns"])
             if key not in seen:
-                seen[key] = {"window": _label(recs, i), **stretch}
+                seen[key] = {"window": label, **stretch}
     return sorted(seen.values(), key=lambda s: (-s["duration_ns"], s["start_ns"]))[:top]
 
 
