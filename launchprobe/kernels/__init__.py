@@ -32,8 +32,9 @@ Interface (``Ops``), all tensors in the model dtype (bf16/fp16) unless said, row
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
@@ -341,6 +342,10 @@ class Ops(Protocol):
     ) -> None: ...
 
     def silu_mul(self, gate_up: torch.Tensor, out: torch.Tensor) -> None: ...
+
+    def bind(self, fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
+        """``fn(*args)`` as a closure for a decode step, whose arguments never change between calls."""
+        ...
 
 
 IMPLS = ("torch", "triton")

@@ -7,6 +7,8 @@ a CUDA graph. Math is fp32, results are rounded once to the buffer's dtype, as t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -191,6 +193,11 @@ class TorchOps:
     rotary = staticmethod(rotary)
     kv_write = staticmethod(kv_write)
     silu_mul = staticmethod(silu_mul)
+
+    @staticmethod
+    def bind(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
+        """``fn(*args)`` as a closure (the Triton ops replace this with a faster relaunch)."""
+        return lambda: fn(*args)
 
     @staticmethod
     def attention_plan(

@@ -165,31 +165,30 @@ class DecodeModel:
         v = b.qkv[:, q_dim + kv_dim :]
         attention_plan = ops.attention_plan(bucket, self.context, s.heads, s.kv_heads, s.head_dim, self.device)
         scale = s.head_dim**-0.5
-        steps: list[Op] = [Op("embed", -1, _bind(ops.embedding, b.token_ids, self.embedding, b.x))]
+        bind = ops.bind  # Triton ops relaunch their compiled kernels directly after the first call
+        steps: list[Op] = [Op("embed", -1, bind(ops.embedding, b.token_ids, self.embedding, b.x))]
         for layer in range(s.layers):
             w = self.weights_for(layer)
             kc, vc = self.k_cache[layer][:bucket], self.v_cache[layer][:bucket]
             if layer == 0:
-                attn_norm = _bind(ops.rmsnorm, b.x, w.attn_norm, s.rms_eps, b.normed, b.residual)
+                attn_norm = bind(ops.rmsnorm, b.x, w.attn_norm, s.rms_eps, b.normed, b.residual)
             else:
-                attn_norm = _bind(ops.add_rmsnorm, b.x, b.residual, w.attn_norm, s.rms_eps, b.normed, True)
+                attn_norm = bind(ops.add_rmsnorm, b.x, b.residual, w.attn_norm, s.rms_eps, b.normed, True)
             steps += [
                 Op("attn_norm", layer, attn_norm),
-                Op("qkv", layer, _bind(self.project, b.normed, w.qkv, b.qkv)),
-                Op("rotary", layer, _bind(ops.rotary, q, k, b.positions, s.rope_theta, s.head_dim)),
-                Op("kv_write", layer, _bind(ops.kv_write, k, v, kc, vc, b.positions)),
-                Op(
-                    "attention", layer, _bind(ops.attention, q, kc, vc, self.context, b.attn_out, scale, attention_plan)
-                ),
-                Op("o_proj", layer, _bind(self.project, b.attn_out, w.o_proj, b.x)),
-                Op("mlp_norm", layer, _bind(ops.add_rmsnorm, b.x, b.residual, w.mlp_norm, s.rms_eps, b.normed, True)),
-                Op("gate_up", layer, _bind(self.project, b.normed, w.gate_up, b.gate_up)),
-                Op("silu_mul", layer, _bind(ops.silu_mul, b.gate_up, b.act)),
-                Op("down", layer, _bind(self.project, b.act, w.down, b.x)),
+                Op("qkv", layer, bind(self.project, b.normed, w.qkv, b.qkv)),
+                Op("rotary", layer, bind(ops.rotary, q, k, b.positions, s.rope_theta, s.head_dim)),
+                Op("kv_write", layer, bind(ops.kv_write, k, v, kc, vc, b.positions)),
+                Op("attention", layer, bind(ops.attention, q, kc, vc, self.context, b.attn_out, scale, attention_plan)),
+                Op("o_proj", layer, bind(self.project, b.attn_out, w.o_proj, b.x)),
+                Op("mlp_norm", layer, bind(ops.add_rmsnorm, b.x, b.residual, w.mlp_norm, s.rms_eps, b.normed, True)),
+                Op("gate_up", layer, bind(self.project, b.normed, w.gate_up, b.gate_up)),
+                Op("silu_mul", layer, bind(ops.silu_mul, b.gate_up, b.act)),
+                Op("down", layer, bind(self.project, b.act, w.down, b.x)),
             ]
         steps += [
-            Op("final_norm", -1, _bind(ops.add_rmsnorm, b.x, b.residual, self.final_norm, s.rms_eps, b.normed, False)),
-            Op("lm_head", -1, _bind(self.project, b.normed, self.lm_head, b.logits)),
+            Op("final_norm", -1, bind(ops.add_rmsnorm, b.x, b.residual, self.final_norm, s.rms_eps, b.normed, False)),
+            Op("lm_head", -1, bind(self.project, b.normed, self.lm_head, b.logits)),
         ]
         return steps
 
@@ -206,10 +205,6 @@ def kernels_per_step(shape: Shape, bucket: int, context: int, num_sms: int) -> i
 
     extra = attention_kernels(bucket, shape.kv_heads, context, num_sms) - 1
     return costmodel.logical_ops_per_step(shape) + shape.layers * extra
-
-
-def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-    return lambda: fn(*args)
 
 
 class DecodeBuffers:
