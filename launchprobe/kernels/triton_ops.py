@@ -78,7 +78,8 @@ def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> No
         params = {name: value for name, value in kwargs.items() if name in kernel.arg_names}
         bound = inspect.signature(kernel.fn).bind(*args, **params)
         bound.apply_defaults()
-        _recording.append((compiled[grid], tuple(bound.arguments.values())))
+        grid3 = (*grid, *(1,) * (3 - len(grid)))  # CompiledKernel[grid] indexes all three dimensions
+        _recording.append((compiled[grid3], tuple(bound.arguments.values())))
 
 
 # Ops that are nothing but Triton launches (no torch work inside), so their recorded launches are the whole op.
