@@ -27,7 +27,9 @@ from launchprobe.measure.markers import Markers
 from launchprobe.workload.model import Op
 from launchprobe.workload.modes import StepRunner, prepare
 
-BLOCK_STEPS = 3  # steps run back to back before reading the last one, so the queue is in its steady state
+BLOCK_STEPS = 3
+# CUDA event timing resolution (CUDA runtime docs: about 0.5 us): no duration is reported below it.
+EVENT_RESOLUTION_NS = 500  # steps run back to back before reading the last one, so the queue is in its steady state
 
 
 @dataclass
@@ -208,13 +210,16 @@ def kernel_pass(
 
 def graph_durations(bucket: int, ops: Sequence[Op], repeats: int, pair_offset_ns: float) -> list[int]:
     """Each op's own time: events around it inside one captured graph of the whole step (median of repeats),
-    less the calibrated offset an event pair adds."""
+    less the calibrated offset an event pair adds, and never below the events' resolution."""
     import torch
 
     step = InstrumentedStep("full", bucket, ops, torch.cuda.graph_pool_handle())
     samples = step.sample(repeats)
     durations = [
-        max(0, int(statistics.median(end - start for start, end in zip(col_s, col_e)) - pair_offset_ns))
+        max(
+            EVENT_RESOLUTION_NS,
+            int(statistics.median(end - start for start, end in zip(col_s, col_e)) - pair_offset_ns),
+        )
         for col_s, col_e in zip(zip(*(s for s, _ in samples)), zip(*(e for _, e in samples)))
     ]
     del step
