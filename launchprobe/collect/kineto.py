@@ -8,6 +8,7 @@ of the launch call they correlate with, so analyses can join on (pid, correlatio
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import zlib
@@ -73,14 +74,22 @@ def _load_json(path: Path) -> Any:
 
 
 def read_kineto(path: Path) -> Timeline:
-    data = _load_json(path)
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    if not isinstance(events, list):
-        raise BadTraceError(f"{path}: JSON, but not a Kineto/chrome trace (no traceEvents list)")
+    # Parsing builds millions of small objects and none of them form cycles: with the cyclic garbage collector on,
+    # it rescans them again and again (about 3x the parse time on a 46k-kernel trace). Off while reading.
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        ops, apis, ranges = _split(events)
-    except (TypeError, ValueError, InvalidOperation) as exc:
-        raise BadTraceError(f"{path}: malformed trace event ({exc})") from None
+        data = _load_json(path)
+        events = data.get("traceEvents") if isinstance(data, dict) else data
+        if not isinstance(events, list):
+            raise BadTraceError(f"{path}: JSON, but not a Kineto/chrome trace (no traceEvents list)")
+        try:
+            ops, apis, ranges = _split(events)
+        except (TypeError, ValueError, InvalidOperation) as exc:
+            raise BadTraceError(f"{path}: malformed trace event ({exc})") from None
+    finally:
+        if was_enabled:
+            gc.enable()
     if not ops:
         raise NoDataError(f"{path}: the trace has no kernels, copies or sets (was CUDA activity profiled?)")
     host_pids = Counter(a[4] for a in apis)
