@@ -56,7 +56,7 @@ if [[ $stage == sweep ]]; then
   log "python3 benchmarks/bench_kernels_sweep.py"
   python3 benchmarks/bench_kernels_sweep.py 2>&1 | tee -a "$OUT/log.txt"
 fi
-if [[ $stage == final ]]; then
+if [[ $stage == final || $stage == final-a ]]; then
   log "gpu tests"
   python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -8 | tee -a "$OUT/log.txt"
   log "python3 benchmarks/bench_overhead.py"
@@ -68,8 +68,12 @@ if [[ $stage == final ]]; then
   /usr/bin/time -f "wall %e s" env XDG_CACHE_HOME=/tmp/fresh-cache launchprobe classify --output "$OUT/default.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
   log "launchprobe classify --shape llama-3-8b --batch 1,64 --kernels"
   launchprobe classify --shape llama-3-8b --batch 1,64 --kernels -q --output "$OUT/kernels_8b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+fi
+if [[ $stage == final || $stage == final-b ]]; then
   log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels"
   launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels -q --output "$OUT/l70b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20"
+  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20 -q --format plain 2>&1 | sed -n '/Decode step/,/^$/p' | tee -a "$OUT/log.txt"
   log "launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128"
   launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128 -q --output "$OUT/l1b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
   log "kernels per token: launchprobe classify --shape S --batch 1 --mode eager --steps 5 --warmup 2, every preset"
