@@ -1,8 +1,8 @@
 """cuBLAS (torch.mm) against launchprobe's Triton GEMV on the decode projections, achieved HBM bandwidth.
 
-The Triton GEMV is one launch per call (split-K is reduced inside the kernel); the last column shows the
-configuration its heuristic picked (rows per program, K tile, K splits). benchmarks/bench_kernels_sweep.py
-tries others.
+The Triton GEMV is one launch per call (by default one pass over K, no split: 7558c14's kernel; split-K configs
+reduce inside the kernel); the last column shows the configuration its heuristic picked (rows per program, K
+tile, K splits). benchmarks/bench_kernels_sweep.py tries others.
 
 Each call reads its weight from HBM: weights rotate over copies whose total is far above the L2 cache, and calls
 are replayed from a CUDA graph so launch overhead stays out. Run on a GPU:

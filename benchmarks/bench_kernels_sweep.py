@@ -1,7 +1,8 @@
 """Sweep the Triton GEMV and attention tuning knobs on the GPU: correctness first, then speed, then the winners.
 
-GEMV: the 9 llama-3 8B/70B projection shapes at B=1, 8, 16; cuBLAS, the previous Triton GEMV (no split) and the
-split-K GEMV over a few (rows per program, K splits, stages, warps, CUDA-core B=1) choices. Attention: llama-3
+GEMV: the 9 llama-3 8B/70B projection shapes at B=1, 8, 16; cuBLAS, the default one-pass Triton GEMV (7558c14's
+kernel, restored; "old (no split)"), ead8863's split-K heuristic and the split-K GEMV over a few (rows per
+program, K splits, stages, warps, CUDA-core B=1) choices. Attention: llama-3
 8B (32 q heads / 8 kv heads) and 70B (64 / 8), head_dim 128, context 1024, B=1, 8, 64, over tile size, split
 target, fused or two-kernel reduce, warps and stages.
 
@@ -33,6 +34,7 @@ from launchprobe.kernels import (  # noqa: E402
     AttentionTuning,
     GemvConfig,
     cdiv,
+    gemv_auto_splits,
     gemv_config,
 )
 from launchprobe.kernels import reference as R  # noqa: E402
@@ -127,23 +129,35 @@ def print_table(title: str, rows: list[Row]) -> None:
 
 
 def old_gemv_config(n: int, k: int, sms: int) -> GemvConfig:
-    """The GEMV before split-K: widest of 64/32/16 rows with >= 2 programs per SM, one program per row tile."""
+    """The GEMV before split-K (7558c14), restored as the default: widest of 64/32/16 rows with >= 2 programs per
+    SM, one program per row tile, no split; ``T.gemv`` runs it with the one-pass kernel (``_gemv_kernel``)."""
     block_n = next((b for b in (64, 32, 16) if cdiv(n, b) >= 2 * sms), 16)
-    return gemv_config(n, k, 1, sms, block_n=block_n, splits=1)
+    cfg = gemv_config(n, k, 1, sms, block_n=block_n, splits=1)
+    assert not cfg.split_k
+    return cfg
+
+
+def splitk_gemv_config(n: int, k: int, batch: int, sms: int) -> GemvConfig:
+    """ead8863's split-K default (32/64 rows, splits for one wave of 4 programs per SM): the split-K kernel."""
+    block_n = 64 if cdiv(n, 64) >= 2 * sms else 32
+    return gemv_config(n, k, batch, sms, block_n=block_n, splits=gemv_auto_splits(n, k, batch, sms, block_n))
 
 
 def cfg_name(c: GemvConfig) -> str:
     core = "fma" if not c.use_dot else "dot"
-    return f"bn{c.block_n} bk{c.block_k} split{c.splits} w{c.num_warps} s{c.num_stages} {core}"
+    kernel = "splitk" if c.split_k else "1pass"
+    return f"{kernel} bn{c.block_n} bk{c.block_k} split{c.splits} w{c.num_warps} s{c.num_stages} {core}"
 
 
 def gemv_variants(n: int, k: int, batch: int, sms: int) -> list[tuple[str, GemvConfig | None]]:
     """Labelled candidates; None is cuBLAS. Duplicates of an earlier configuration are dropped."""
     default = gemv_config(n, k, batch, sms)
+    old = old_gemv_config(n, k, sms)
     cands: list[tuple[str, GemvConfig | None]] = [
         ("cublas", None),
-        ("default", default),
-        ("old (no split)", old_gemv_config(n, k, sms)),
+        ("default = old (no split)" if old == default else "default", default),
+        ("old (no split)", old),
+        ("split-K heuristic (ead8863)", splitk_gemv_config(n, k, batch, sms)),
     ]
     for block_n in (32, 64):
         for splits in (1, 2, 4, 8):
@@ -221,7 +235,7 @@ def sweep_gemv(budget: float, calls: int, reps: int) -> dict[tuple[str, int], tu
                     note = "" if cfg is None or torch.equal(out, first) else "NONDETERMINISTIC"
                     sec = time_graph(call, nc, copies, reps)
                     rows.append(Row(label, sec * 1e6, bytes_per_call / sec / 1e12, err, note))
-                    if label.startswith("default:"):
+                    if cfg is not None and cfg == gemv_config(n, k, batch, sms):
                         DEFAULT_US[("gemv", shape, batch)] = sec * 1e6
                     if not note:
                         cur = best.get((shape, batch))

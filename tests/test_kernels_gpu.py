@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 import torch
 
-from launchprobe.kernels import GEMV_MAX_BATCH, GemvConfig, Ops, attention_kernels, gemv_config, gemv_kernels, get_ops
+from launchprobe.kernels import (
+    GEMV_MAX_BATCH,
+    GemvConfig,
+    Ops,
+    attention_kernels,
+    gemv_auto_splits,
+    gemv_config,
+    gemv_kernels,
+    get_ops,
+)
 from launchprobe.kernels import reference as R
 
 pytestmark = [
@@ -284,22 +293,25 @@ GEMV_SPLIT_SHAPES = [(4096, 4096), (4096, 14336), (6144, 4096), (8192, 8192), (1
 @pytest.mark.parametrize("nk", GEMV_SPLIT_SHAPES, ids=[f"{n}x{k}" for n, k in GEMV_SPLIT_SHAPES])
 @pytest.mark.parametrize("batch", [1, 8, 16])
 def test_gemv_launches_one_kernel(nk: tuple[int, int], batch: int) -> None:
-    """Split-K included: the partial sums are reduced inside the kernel (cuBLAS adds a splitKreduce kernel)."""
+    """The default one-pass kernel, and a split-K config: its partial sums are reduced inside the kernel (cuBLAS
+    adds a splitKreduce kernel)."""
     n, k = nk
-    x, w, out = (
-        randn(batch, k, dtype=torch.bfloat16),
-        randn(n, k, dtype=torch.bfloat16),
-        full(batch, n, dtype=torch.bfloat16),
-    )
-    plan = tri().gemv_plan(n, k, batch, DEV)
-    assert count_kernels(lambda: tri().gemv(x, w, out, plan)) == gemv_kernels(batch) == 1
-    assert rel(out, x.float() @ w.float().T) < BOUND
+    x, w = randn(batch, k, dtype=torch.bfloat16), randn(n, k, dtype=torch.bfloat16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for cfg in (None, gemv_config(n, k, batch, sms, splits=4)):
+        out = full(batch, n, dtype=torch.bfloat16)
+        plan = tri().gemv_plan(n, k, batch, DEV, config=cfg)
+        assert count_kernels(lambda o=out, p=plan: tri().gemv(x, w, o, p)) == gemv_kernels(batch) == 1
+        assert rel(out, x.float() @ w.float().T) < BOUND
 
 
 def _gemv_configs(n: int, k: int, batch: int) -> list[GemvConfig]:
+    """The default (one-pass kernel), the one-pass kernel at each row tile, split-K options, CUDA-core B=1."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     cfgs = [gemv_config(n, k, batch, sms)]
-    for block_n, splits in ((16, 1), (32, 3), (64, 8), (32, 16)):
+    assert cfgs[0].splits == 1 and not cfgs[0].split_k
+    auto = gemv_auto_splits(n, k, batch, sms)
+    for block_n, splits in ((16, 1), (32, 1), (64, 1), (32, 3), (64, 8), (32, 16), (32, auto)):
         cfgs.append(gemv_config(n, k, batch, sms, block_n=block_n, splits=splits))
     if batch == 1:
         cfgs.append(gemv_config(n, k, batch, sms, use_dot=False))
@@ -339,8 +351,9 @@ def test_gemv_plan_needs_warm_up_before_capture() -> None:
 
 @pytest.mark.parametrize("batch", [1, 8])
 def test_split_kernels_replay_identically(batch: int) -> None:
-    """Split-K gemv (o_proj, down; one plan shared by calls on several weights) and fused-reduce attention inside
-    one CUDA graph: the counters reset themselves, so two replays give bitwise the same, correct outputs."""
+    """Split-K gemv (o_proj with an explicit split config, one plan shared by calls on several weights), the default
+    one-pass gemv (down) and fused-reduce attention inside one CUDA graph: the counters reset themselves, so two
+    replays give bitwise the same, correct outputs."""
     ops, dt, s = tri(), torch.bfloat16, SHAPES[0]
     h, f, nh, nkv, d, c = s.hidden, s.ffn, s.heads, s.kv_heads, s.head_dim, s.cache
     x, act = randn(batch, h, dtype=dt), randn(batch, f, dtype=dt)
@@ -353,9 +366,13 @@ def test_split_kernels_replay_identically(batch: int) -> None:
     plan = ops.attention_plan(batch, c, nh, nkv, d, DEV)
     assert plan.splits(c) > 1 and plan.kernels(c) == 1
 
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    plan_o = tri().gemv_plan(h, h, batch, DEV, config=gemv_config(h, h, batch, sms, splits=4))
+    assert plan_o.counters is not None
+
     def run() -> None:
         for w, o in zip(w_o, outs_o):
-            ops.gemv(x, w, o)
+            ops.gemv(x, w, o, plan_o)
         for w, o in zip(w_down, outs_down):
             ops.gemv(act, w, o)
         ops.attention(q, kc, vc, c, att, d**-0.5, plan)

@@ -74,8 +74,12 @@ for b, nh, nkv, d, c, ctx, bn, fused in (
     _case("attention", NO_BF16, b=b, nh=nh, nkv=nkv, d=d, c=c, ctx=ctx, sms=132, bn=bn, fused=fused)
 for b, f in ((1, 96), (3, 1000), (1, 14336)):
     _case("silu_mul", ALL, b=b, f=f)
-for b, n, k in ((1, 70, 100), (3, 256, 512), (8, 48, 1024), (16, 33, 64), (17, 20, 30)):
+# the default: the one-pass kernel (7558c14's, no split), ragged N and K, B=17 falls back to torch.mm
+for b, n, k in ((1, 70, 100), (3, 256, 512), (8, 48, 1024), (16, 33, 64), (17, 20, 30), (1, 100, 1000)):
     _case("gemv", NO_BF16, b=b, n=n, k=k)
+# the one-pass kernel with each row tile (16/32/64 rows: several K tiles, a ragged last tile, N < BLOCK_N)
+for b, n, k, bn in ((1, 70, 1000, 16), (3, 130, 520, 32), (8, 100, 300, 64), (16, 33, 200, 16), (1, 64, 4096, 64)):
+    _case("gemv", NO_BF16, b=b, n=n, k=k, bn=bn, sp=1, dot=1)
 # split-K (in-kernel reduce through the arrival counters), ragged K, the B=1 multiply-and-reduce path
 for b, n, k, bn, sp, dot in (
     (1, 70, 1000, 32, 3, 1),
@@ -112,7 +116,7 @@ def _numpy_index_shim() -> None:
 def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from launchprobe.kernels import gemv_config
+    from launchprobe.kernels import GEMV_MAX_BATCH, gemv_config
     from launchprobe.kernels import reference as R
     from launchprobe.kernels import triton_ops as T
 
@@ -198,15 +202,35 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
     elif op == "gemv":
         b, n, k = p["b"], p["n"], p["k"]
         x, w = torch.randn(b, k, dtype=dt), torch.randn(n, k, dtype=dt)
-        o_t = torch.full((b, n), nan, dtype=dt)
-        plan = None
+        big = torch.full((b, n + 8), nan, dtype=dt)  # out as a row-strided view: the tail must stay NaN
+        o_t = big[:, :n]
         if "sp" in p:
             cfg = gemv_config(n, k, b, block_n=p["bn"], splits=p["sp"], use_dot=bool(p["dot"]))
-            plan = T.gemv_plan(n, k, b, "cpu", config=cfg)
-            errs["splits"] = float(cfg.splits)
-        T.gemv(x, w, o_t, plan)
+        else:
+            cfg = gemv_config(n, k, b)
+            checks["default does not split K"] = cfg.splits == 1 and not cfg.split_k
+        plan = T.gemv_plan(n, k, b, "cpu", config=cfg)
+        errs["splits"] = float(cfg.splits)
+        launched: list[str] = []
+        launch = T._launch
+
+        def counting(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
+            launched.append(kernel.fn.__name__)
+            launch(kernel, grid, *args, **kwargs)
+
+        T._launch = counting
+        try:
+            T.gemv(x, w, o_t, plan)
+        finally:
+            T._launch = launch
+        if b <= GEMV_MAX_BATCH:
+            want = "_gemv_splitk_kernel" if cfg.split_k else "_gemv_kernel"
+            checks[f"one launch of {want}"] = launched == [want]
+        else:
+            checks["torch.mm above GEMV_MAX_BATCH"] = launched == []
         errs["out"] = rel(o_t, x.double() @ w.double().T)
         checks["fully written"] = bool(torch.isfinite(o_t.float()).all())
+        checks["nothing written past the rows"] = bool(big[:, n:].isnan().all())
         first = o_t.clone()
         o_t.fill_(nan)
         T.gemv(x, w, o_t, plan)  # again: the counters were reset, the fixed-order reduce is deterministic

@@ -16,6 +16,8 @@ from launchprobe.kernels import (
     attention_split_tokens,
     attention_splits,
     cdiv,
+    gemv_auto_splits,
+    gemv_block_n,
     gemv_config,
     gemv_kernels,
     get_ops,
@@ -292,13 +294,21 @@ GEMV_SHAPES = {  # (N, K) of the llama-3 decode projections
 
 
 def test_gemv_config_heuristic_on_h200() -> None:
-    splits = {name: gemv_config(n, k, 1, 132).splits for name, (n, k) in GEMV_SHAPES.items()}
-    # o_proj / down at 8B: 128 row tiles of 32 cannot fill 132 SMs; 4 K splits give 512 programs, one wave
-    assert splits["8b o_proj"] == splits["8b down"] == 4
-    assert splits["8b qkv"] == splits["70b o_proj"] == splits["70b down"] == 2
-    assert splits["8b gate_up"] == splits["8b lm_head"] == splits["70b gate_up"] == splits["70b qkv"] == 1
-    for (n, k), batch in ((GEMV_SHAPES["8b o_proj"], 16), (GEMV_SHAPES["70b down"], 8)):
-        assert gemv_config(n, k, batch, 132).programs(n) <= 4 * 132
+    """The default is 7558c14's one-pass GEMV: never split K; 64/32/16 rows, the widest with >= 2 programs/SM."""
+    for batch in (1, 8, 16):
+        cfgs = {name: gemv_config(n, k, batch, 132) for name, (n, k) in GEMV_SHAPES.items()}
+        assert all(c.splits == 1 and not c.split_k for c in cfgs.values())
+        rows = {name: c.block_n for name, c in cfgs.items()}
+        assert rows["8b qkv"] == rows["8b o_proj"] == rows["8b down"] == rows["70b o_proj"] == rows["70b down"] == 16
+        assert rows["70b qkv"] == 32
+        assert rows["8b gate_up"] == rows["8b lm_head"] == rows["70b gate_up"] == 64
+        for name, (n, _) in GEMV_SHAPES.items():
+            assert cfgs[name].programs(n) >= 2 * 132 or rows[name] == 16  # 16: the narrowest there is
+            assert cfgs[name].block_n * cfgs[name].block_k == 4096  # 8 KB bf16 tiles
+            assert gemv_block_n(n, 132) == rows[name]
+    # split-K stays an explicit option: ead8863's heuristic, for sweeps
+    assert gemv_auto_splits(4096, 4096, 1, 132) == 4
+    assert gemv_config(4096, 4096, 1, 132, splits=gemv_auto_splits(4096, 4096, 1, 132)).split_k
 
 
 @pytest.mark.parametrize("batch", [1, 3, 16])

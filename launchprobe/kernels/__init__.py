@@ -12,10 +12,11 @@ Interface (``Ops``), all tensors in the model dtype (bf16/fp16) unless said, row
 
 - ``embedding(ids, table, out)``: ``out[b] = table[ids[b]]`` (torch: one gather kernel).
 - ``linear(x, w, out)``: ``out = x @ w.T``, ``w`` is ``[N, K]`` row-major (torch.mm, cuBLAS).
-- ``gemv(x, w, out)``: same contract as ``linear``; Triton GEMV for small batches on CUDA: one launch, split-K
-  reduced inside the kernel. Its per-shape workspace (a ``GemvPlan``, keyed by (N, K, B, device)) is made at the
-  first call: make that call (a warm-up) before capturing a CUDA graph; the Triton ``gemv`` refuses to make one
-  during capture. Or pass ``plan=triton_ops.gemv_plan(...)`` explicitly.
+- ``gemv(x, w, out)``: same contract as ``linear``; Triton GEMV for small batches on CUDA: one launch (by default
+  one pass over K; an optional split-K config reduces inside the kernel). Its per-shape plan (a ``GemvPlan``,
+  keyed by (N, K, B, device); split-K configs hold a workspace) is made at the first call: make that call (a
+  warm-up) before capturing a CUDA graph; the Triton ``gemv`` refuses to make one during capture. Or pass
+  ``plan=triton_ops.gemv_plan(...)`` explicitly.
 - ``rmsnorm(x, weight, eps, out, residual_out)``: ``residual_out = x``; ``out = rmsnorm(x) * weight``.
 - ``add_rmsnorm(x, residual, weight, eps, out, store_residual=True)``: ``residual += x`` (kept only when
   ``store_residual``); ``out = rmsnorm(residual) * weight``.
@@ -62,7 +63,7 @@ TRITON_KERNELS = {
     "rotary": 1,
     "kv_write": 1,
     "silu_mul": 1,
-    "gemv": 1,  # split-K included (in-kernel reduce); batches above GEMV_MAX_BATCH fall back to cuBLAS
+    "gemv": 1,  # one pass (split-K configs reduce in-kernel); batches above GEMV_MAX_BATCH fall back to cuBLAS
     "linear": 1,  # cuBLAS; may add a split-K reduce kernel for some shapes
 }
 GEMV_MAX_BATCH = 16
@@ -71,9 +72,13 @@ GEMV_MAX_BATCH = 16
 GEMV_TILE_ELEMS = 4096
 GEMV_STAGES = 4
 GEMV_NUM_WARPS = 4
-# Programs per SM the split count aims for, at most: all of them resident at once (one wave, no tail wave).
+# Rows per program, widest first: the default takes the widest that still gives >= 2 programs per SM.
+GEMV_BLOCK_NS = (64, 32, 16)
+# Split-K is an explicit option only (``gemv_config(..., splits=s)``); the default never splits: on the H200
+# the one-pass kernel (no workspace, no atomics) was at or near cuBLAS on every llama-3 projection and the
+# split-K kernel never beat it. ``gemv_auto_splits`` keeps the split-K heuristic of ead8863 for sweeps:
+# programs per SM it aims for, K tiles per split at least, splits at most.
 GEMV_PROGRAMS_PER_SM = 4
-# Each split walks at least this many K tiles (so the pipeline fills), and there are at most GEMV_MAX_SPLITS.
 GEMV_MIN_TILES_PER_SPLIT = 4
 GEMV_MAX_SPLITS = 16
 # B=1: multiply-and-reduce on CUDA cores instead of a 16-row padded tensor-core dot (a sweep knob).
@@ -91,7 +96,8 @@ def _pow2_at_least(n: int) -> int:
 @dataclass(frozen=True)
 class GemvConfig:
     """Launch configuration of the Triton GEMV: grid (cdiv(N, block_n), splits), K cut in ``splits`` ranges of
-    ``k_split`` elements (whole tiles). ``splits == 1`` is the plain kernel (no workspace, no atomics)."""
+    ``k_split`` elements (whole tiles). ``splits == 1`` with ``use_dot`` is the one-pass kernel (no workspace, no
+    atomics; the default); ``splits > 1`` (or the CUDA-core B=1 path) is the split-K arrival-counter kernel."""
 
     block_n: int
     block_k: int
@@ -103,6 +109,32 @@ class GemvConfig:
 
     def programs(self, n: int) -> int:
         return cdiv(n, self.block_n) * self.splits
+
+    @property
+    def split_k(self) -> bool:
+        """Runs the split-K kernel (workspace + arrival counters when ``splits > 1``)."""
+        return self.splits > 1 or not self.use_dot
+
+
+def gemv_block_n(n: int, num_sms: int = DEFAULT_NUM_SMS) -> int:
+    """Rows per program: the widest of 64/32/16 whose grid still has >= 2 programs per SM, else 16 (7558c14's
+    rule). H200: 8B o_proj/down/qkv and 70B o_proj/down 16, 70B qkv 32, gate_up and lm_head 64."""
+    return next((b for b in GEMV_BLOCK_NS if cdiv(n, b) >= 2 * num_sms), GEMV_BLOCK_NS[-1])
+
+
+def gemv_auto_splits(n: int, k: int, batch: int, num_sms: int = DEFAULT_NUM_SMS, block_n: int = 32) -> int:
+    """The split-K count of ead8863's heuristic (not the default any more; a sweep candidate): as many splits as
+    keep every program resident in one wave, each split >= a few K tiles, the fp32 partials small."""
+    block_k = max(16, min(GEMV_TILE_ELEMS // block_n, _pow2_at_least(k)))
+    return max(
+        1,
+        min(
+            GEMV_PROGRAMS_PER_SM * num_sms // cdiv(n, block_n),
+            cdiv(k, block_k) // GEMV_MIN_TILES_PER_SPLIT,
+            k // (16 * max(batch, 1)),
+            GEMV_MAX_SPLITS,
+        ),
+    )
 
 
 def gemv_config(
@@ -119,23 +151,17 @@ def gemv_config(
 ) -> GemvConfig:
     """Tiles and K splits of ``out[batch, n] = x[batch, k] @ W[n, k].T``; any knob left None is chosen here.
 
-    Rows: 64 per program when that alone gives >= 2 programs per SM (gate_up, lm_head: no split), else 32. Splits:
-    as many as keep every program resident in one wave (``GEMV_PROGRAMS_PER_SM``), each split >= a few K tiles,
-    and the fp32 partials (splits x batch x n) under 1/8 of the weight's bytes. H200 at B=1: 8B o_proj and down
-    split 4 ways (512 programs), 8B qkv and 70B o_proj/down 2 ways, gate_up/lm_head/70B qkv not at all.
+    Default: 7558c14's one-pass GEMV, no split (``splits=None`` means 1): rows per program from
+    ``gemv_block_n``, K tiles of GEMV_TILE_ELEMS elements, 4 warps, 4 stages, tensor-core dot. ``splits > 1``
+    selects the split-K kernel, K cut in that many ranges of whole tiles (``gemv_auto_splits`` gives the
+    old split-K heuristic's count).
     """
     if block_n is None:
-        block_n = 64 if cdiv(n, 64) >= 2 * num_sms else 32
+        block_n = gemv_block_n(n, num_sms)
     block_k = max(16, min(GEMV_TILE_ELEMS // block_n, _pow2_at_least(k)))
     k_tiles = cdiv(k, block_k)
     if splits is None:
-        tiles = cdiv(n, block_n)
-        splits = min(
-            GEMV_PROGRAMS_PER_SM * num_sms // tiles,
-            k_tiles // GEMV_MIN_TILES_PER_SPLIT,
-            k // (16 * max(batch, 1)),
-            GEMV_MAX_SPLITS,
-        )
+        splits = 1
     splits = max(1, min(splits, k_tiles))
     k_split = cdiv(k_tiles, splits) * block_k
     splits = cdiv(k, k_split)  # no empty split
@@ -145,7 +171,7 @@ def gemv_config(
 
 
 def gemv_kernels(batch: int) -> int:
-    """Launches of one Triton ``gemv`` call: 1 up to GEMV_MAX_BATCH rows (split-K reduces in the kernel), else
+    """Launches of one Triton ``gemv`` call: 1 up to GEMV_MAX_BATCH rows (split-K configs reduce in-kernel), else
     cuBLAS's count (1, or 2 where it splits K)."""
     return 1 if batch <= GEMV_MAX_BATCH else TRITON_KERNELS["linear"]
 

@@ -815,20 +815,82 @@ def silu_mul(gate_up: torch.Tensor, out: torch.Tensor) -> None:
 # --------------------------------------------------------------------------------------------------------------
 # GEMV for small batches: out[B, N] = x[B, K] @ W^T, W [N, K] row-major (nn.Linear's layout). ONE launch.
 #
-# Grid (N tiles, K splits). A program owns BLOCK_N weight rows and one K range (a whole number of
-# [BLOCK_N, BLOCK_K] tiles, GEMV_TILE_ELEMS elements, each row segment >= 128 contiguous bytes: full 16-byte
-# vectors, whole sectors), pipelined num_stages deep; x's [B, BLOCK_K] slice (padded to 16 rows for the
-# tensor-core dot, padding rows not loaded) comes from L2. fp32 accumulation; the weight is read from HBM once.
-# Shapes whose N alone cannot fill the SMs (o_proj, down, qkv at 8B) split K (see gemv_config):
+# Default (config.splits == 1, use_dot): _gemv_kernel, 7558c14's one-pass kernel, restored. Grid (N / BLOCK_N,).
+# A program owns BLOCK_N weight rows and walks all of K from 0 in [BLOCK_N, BLOCK_K] tiles of GEMV_TILE_ELEMS
+# elements (each row segment >= 128 contiguous bytes: full 16-byte vectors, whole sectors), pipelined
+# num_stages deep; x's [B, BLOCK_K] slice (padded to 16 rows for the tensor-core dot, padding rows not loaded)
+# comes from L2. fp32 accumulation; the weight is read from HBM exactly once; no workspace, no atomics.
+# BLOCK_N is the widest of 64/32/16 that still gives >= 2 programs per SM (gemv_block_n: o_proj 4096 rows -> 16
+# -> 256 programs; gate_up 28672 rows -> 64 -> 448 programs).
+#
+# Option (config.splits > 1, or the CUDA-core B=1 path): _gemv_splitk_kernel, grid (N tiles, K splits):
 #   each program stores its fp32 partial to the plan's workspace [SPLITS, B, N], then (after a CTA barrier, so
 #   all its threads' stores are ordered before) bumps its N tile's arrival counter with an acq_rel atomic; the
 #   program that arrives last sums the SPLITS partials in split order (deterministic whatever the arrival
 #   order), writes out, and resets the counter to 0 for the next call or graph replay (no memset kernel).
-# B=1 may use a multiply-and-reduce on CUDA cores instead of the padded dot (USE_DOT=False, BLOCK_B=1).
+#
+# Why the split-K kernel (ead8863) ran at 1.3-1.7 TB/s where this one ran at 2.5-4.3, even with SPLITS=1 (not
+# measured op by op on the GPU; read from the two kernel bodies and their launch parameters):
+#   1. Lost 16-byte vector loads. Its K loop starts at lo = pid_s * k_split with k_split in do_not_specialize,
+#      so Triton's alignment analysis knows nothing about lo's divisibility: the loop variable k0 (divisibility
+#      gcd(lo, BLOCK_K) = 1) and so every W and x address are only known 2-byte aligned, and the loads can be
+#      emitted as narrow (scalar) loads instead of 16-byte vectors, for every program and every shape. Here
+#      the loop starts at 0 with a constexpr step and K is specialised (divisible by 16), so the loads stay
+#      128-bit. The split-K kernel below now asserts lo's alignment (tl.multiple_of; gemv() checks that
+#      k_split is a whole number of BLOCK_K tiles).
+#   2. Rows per program: its default took 32 rows whenever 64 left < 2 programs per SM, never 16, so at 8B
+#      o_proj/down/qkv and 70B o_proj/down a no-split grid had 128-256 programs of 32 rows (about one per SM,
+#      too few loads in flight for HBM) where 7558c14 had 256-512 of 16.
+#   3. With SPLITS > 1 every program also stores an fp32 partial, waits on a CTA barrier, does an acq_rel
+#      atomic (a fence) and the last one re-reads SPLITS partials: extra traffic and a serial tail per tile.
+#   Also: do_not_specialize on n_batch drops the B=1 specialisation (bmask folded to a constant), and a ragged
+#   K range masks against a runtime hi instead of K.
+
+
+@triton.jit
+def _gemv_kernel(
+    x_ptr,
+    w_ptr,
+    out_ptr,
+    n_batch,
+    N,
+    K,
+    stride_xb,
+    stride_wn,
+    stride_ob,
+    BLOCK_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    rb = tl.arange(0, BLOCK_B)
+    rk = tl.arange(0, BLOCK_K)
+    nmask = rn < N
+    bmask = rb < n_batch
+    w_rows = w_ptr + rn[:, None].to(tl.int64) * stride_wn
+    x_rows = x_ptr + rb[:, None] * stride_xb
+    acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        if EVEN_K:
+            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
+            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None], other=0.0)
+        else:
+            kmask = kk < K
+            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
+        acc += tl.dot(x, tl.trans(w))
+    tl.store(
+        out_ptr + rb[:, None] * stride_ob + rn[None, :],
+        acc.to(out_ptr.dtype.element_ty),
+        mask=bmask[:, None] & nmask[None, :],
+    )
 
 
 @triton.jit(do_not_specialize=["n_batch", "k_split"])
-def _gemv_kernel(
+def _gemv_splitk_kernel(
     x_ptr,
     w_ptr,
     out_ptr,
@@ -856,7 +918,7 @@ def _gemv_kernel(
     nmask = rn < N
     bmask = rb < n_batch
     w_rows = w_ptr + rn[:, None].to(tl.int64) * stride_wn
-    lo = pid_s * k_split
+    lo = tl.multiple_of(pid_s * k_split, BLOCK_K)  # k_split is whole tiles (gemv checks): keeps 16-byte loads
     hi = tl.minimum(lo + k_split, K)
     if USE_DOT:
         x_rows = x_ptr + rb[:, None] * stride_xb
@@ -963,6 +1025,29 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, plan: GemvPlan | N
     elif (plan.n, plan.k, plan.batch) != (n, k, batch):
         raise ValueError(f"gemv plan (N={plan.n}, K={plan.k}, B={plan.batch}) does not match N={n}, K={k}, B={batch}")
     cfg = plan.config
+    if cfg.k_split % cfg.block_k or cfg.splits * cfg.k_split < k:
+        raise ValueError(f"gemv config {cfg} must cut K={k} into whole BLOCK_K tiles")
+    if not cfg.split_k:  # the default: one pass over K, no workspace
+        _launch(
+            _gemv_kernel,
+            (triton.cdiv(n, cfg.block_n),),
+            x,
+            w,
+            out,
+            batch,
+            n,
+            k,
+            x.stride(0),
+            w.stride(0),
+            out.stride(0),
+            BLOCK_B=16,
+            BLOCK_N=cfg.block_n,
+            BLOCK_K=cfg.block_k,
+            EVEN_K=k % cfg.block_k == 0,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+        return
     if cfg.splits > 1:
         if plan.workspace is None or plan.counters is None:
             raise ValueError("this gemv plan splits K but has no workspace")
@@ -971,7 +1056,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, plan: GemvPlan | N
         ws, cnt = out, out  # unused pointers
     use_dot = cfg.use_dot or batch > 1
     _launch(
-        _gemv_kernel,
+        _gemv_splitk_kernel,
         (triton.cdiv(n, cfg.block_n), cfg.splits),
         x,
         w,
