@@ -25,6 +25,7 @@ from typing import Any
 
 from launchprobe.errors import EXIT_INCOMPARABLE, EXIT_OK, EXIT_REGRESSION
 from launchprobe.measure.samples import quantile
+from launchprobe.runfile import finite_number
 
 P_VALUE = 0.01  # significance level of the rank test
 MIN_SAMPLES = 5  # fewer samples a side: no rank test, the IQR band alone decides
@@ -51,28 +52,18 @@ class Metric:
     stored_iqr: Callable[[list[dict[str, Any]]], float | None] = lambda _: None
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
 def _step_samples(records: list[dict[str, Any]]) -> list[float]:
     r = records[0]
     raw = r.get("step_ms_samples")
-    samples = [x for x in (_num(s) for s in raw) if x is not None] if isinstance(raw, list) else []
+    samples = [x for x in (finite_number(s) for s in raw) if x is not None] if isinstance(raw, list) else []
     if samples:
         return samples
-    median = _num(r.get("step_ms_median"))
+    median = finite_number(r.get("step_ms_median"))
     return [median] if median is not None else []
 
 
 def _tokens(records: list[dict[str, Any]]) -> list[float]:
-    batch = _num(records[0].get("batch"))
+    batch = finite_number(records[0].get("batch"))
     if batch is None:
         return []
     return [batch * 1e3 / s for s in _step_samples(records) if s > 0]
@@ -80,13 +71,13 @@ def _tokens(records: list[dict[str, Any]]) -> list[float]:
 
 def _field(name: str, scale: float = 1.0) -> Callable[[list[dict[str, Any]]], list[float]]:
     def values(records: list[dict[str, Any]]) -> list[float]:
-        return [x * scale for x in (_num(r.get(name)) for r in records) if x is not None]
+        return [x * scale for x in (finite_number(r.get(name)) for r in records) if x is not None]
 
     return values
 
 
 def _step_iqr(records: list[dict[str, Any]]) -> float | None:
-    return _num(records[0].get("step_ms_iqr"))
+    return finite_number(records[0].get("step_ms_iqr"))
 
 
 CLASSIFY_METRICS = {

@@ -7,6 +7,7 @@ it back through ``load_run``, so re-rendering never needs a re-run. The schema i
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -20,6 +21,17 @@ RUN_KINDS = ("classify", "analyze")
 
 # Upgrades from version N to N+1, applied in order by load_run. Empty while there is one version.
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def finite_number(value: Any) -> float | None:
+    """A run-file value as a finite float, or None when missing or not a number (bool excluded)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
 
 
 def new_run(kind: str, **fields: Any) -> dict[str, Any]:

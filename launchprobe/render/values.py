@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from launchprobe.runfile import finite_number
 
 MISSING = "—"
 MISSING_PLAIN = "-"
 
 
-def number(value: Any) -> float | None:
-    """A finite float, or None for anything missing or not a number (bool excluded)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+number = finite_number  # a finite float, or None for anything missing or not a number
 
 
 def fixed(value: Any, digits: int = 2, scale: float = 1.0) -> str:
