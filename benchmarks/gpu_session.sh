@@ -86,5 +86,6 @@ if [[ $stage == final || $stage == final-b ]]; then
   launchprobe nsys --dir /tmp/nx --name x8b --range 'kernel_pass.*' --range 'decode_step.*' --format json --output "$OUT/nsys_8b.json" -- \
     python3 -m launchprobe classify --shape llama-3-8b --batch 1 --mode eager,full --kernels --steps 20 -q --format json --output /tmp/nx/classify.json > /dev/null 2>> "$OUT/log.txt"
   cp /tmp/nx/classify.json "$OUT/nsys_8b_classify.json"
+  python3 benchmarks/crosscheck_nsys.py /tmp/nx/classify.json "$OUT/nsys_8b.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
 ls -la "$OUT" | tee -a "$OUT/log.txt"

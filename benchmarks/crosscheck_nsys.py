@@ -1,0 +1,50 @@
+"""Set the per-kernel CUDA-event pass beside CUPTI as torch.profiler and nsys saw the same steps.
+
+Inputs: the classify run file of a `--kernels` run made under `launchprobe nsys`, and that nsys run's analysis
+(with `--range 'kernel_pass.*'`). Prints, per mode, busy time and total gap per step, and the median gap, from:
+the events (the run file's kernel pass), torch.profiler's CUPTI (the pass's own cross-check), and nsys (median
+over the `kernel_pass mode=<mode>` windows). See docs/gaps.md.
+    python benchmarks/crosscheck_nsys.py CLASSIFY.json NSYS_ANALYSIS.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from launchprobe.runfile import load_run
+
+
+def main() -> None:
+    classify, nsys = (load_run(Path(arg)) for arg in sys.argv[1:3])
+    summaries = {s["name"]: s for s in nsys.get("summaries") or []}
+    print("| mode | batch | source | busy ms/step | total gap ms/step | median gap us | ops or kernels |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    for record in classify["results"]:
+        kp = record.get("kernel_pass")
+        if not kp:
+            continue
+        check = kp["cupti_check"]
+        mode, batch = record["mode"], record["batch"]
+        rows = [
+            ("CUDA events", check["events_busy_ns"], check["events_total_gap_ns"], check["events_median_gap_ns"],
+             check["events_ops"]),
+            ("CUPTI (torch.profiler)", check["cupti_busy_ns"], check["cupti_total_gap_ns"],
+             check["cupti_median_gap_ns"], check["cupti_kernels"]),
+        ]  # fmt: skip
+        window = summaries.get(f"kernel_pass mode={mode} bucket={record['bucket']}")
+        if window:
+            busy = window["busy_p50_ns"]
+            rows.append(
+                (f"CUPTI (nsys, median of {window['instances']} steps)", busy, window["span_p50_ns"] - busy,
+                 window["gap_p50_ns"], window["kernels_per_instance"])
+            )  # fmt: skip
+        for source, busy, gap, median_gap, count in rows:
+            print(
+                f"| {mode} | {batch} | {source} | {busy / 1e6:.3f} | {gap / 1e6:.3f} | {median_gap / 1e3:.2f} "
+                f"| {count:.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
