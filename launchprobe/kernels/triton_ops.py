@@ -829,22 +829,22 @@ def silu_mul(gate_up: torch.Tensor, out: torch.Tensor) -> None:
 #   program that arrives last sums the SPLITS partials in split order (deterministic whatever the arrival
 #   order), writes out, and resets the counter to 0 for the next call or graph replay (no memset kernel).
 #
-# Why the split-K kernel (ead8863) ran at 1.3-1.7 TB/s where this one ran at 2.5-4.3, even with SPLITS=1 (not
-# measured op by op on the GPU; read from the two kernel bodies and their launch parameters):
-#   1. Lost 16-byte vector loads. Its K loop starts at lo = pid_s * k_split with k_split in do_not_specialize,
-#      so Triton's alignment analysis knows nothing about lo's divisibility: the loop variable k0 (divisibility
-#      gcd(lo, BLOCK_K) = 1) and so every W and x address are only known 2-byte aligned, and the loads can be
-#      emitted as narrow (scalar) loads instead of 16-byte vectors, for every program and every shape. Here
-#      the loop starts at 0 with a constexpr step and K is specialised (divisible by 16), so the loads stay
-#      128-bit. The split-K kernel below now asserts lo's alignment (tl.multiple_of; gemv() checks that
-#      k_split is a whole number of BLOCK_K tiles).
+# Why the split-K kernel (ead8863) ran at 1.3-1.7 TB/s where this one ran at 2.5-4.3, even with SPLITS=1:
+#   1. Lost 16-byte loads AND the cp.async pipeline. Its K loop starts at lo = pid_s * k_split with k_split in
+#      do_not_specialize, so Triton's alignment analysis knows nothing about lo's divisibility: the loop
+#      variable k0 (divisibility gcd(lo, BLOCK_K) = 1), hence every W and x address, is only known 2-byte
+#      aligned. Compiled for sm_90 (triton.compile to PTX, no GPU needed; bf16, 16x256 tiles, EVEN_K) it emits
+#      64 scalar ld.global.b16 per thread per tile and no cp.async at all (cp.async copies 4/8/16 aligned
+#      bytes), so num_stages pipelines nothing either; this kernel (loop from 0, constexpr step, K specialised
+#      divisible by 16) emits 16-byte cp.async.cg copies into shared memory, 4 stages deep. The split-K kernel
+#      below now states lo's alignment (tl.multiple_of; gemv() checks k_split is whole BLOCK_K tiles) and
+#      compiles to the same 16-byte cp.async pipeline (not yet timed on the GPU).
 #   2. Rows per program: its default took 32 rows whenever 64 left < 2 programs per SM, never 16, so at 8B
 #      o_proj/down/qkv and 70B o_proj/down a no-split grid had 128-256 programs of 32 rows (about one per SM,
 #      too few loads in flight for HBM) where 7558c14 had 256-512 of 16.
 #   3. With SPLITS > 1 every program also stores an fp32 partial, waits on a CTA barrier, does an acq_rel
 #      atomic (a fence) and the last one re-reads SPLITS partials: extra traffic and a serial tail per tile.
-#   Also: do_not_specialize on n_batch drops the B=1 specialisation (bmask folded to a constant), and a ragged
-#   K range masks against a runtime hi instead of K.
+#   The padded tl.dot over 16 rows with the transposed W tile, 4 warps and 4 stages are the same in both.
 
 
 @triton.jit
