@@ -72,6 +72,8 @@ fi
 if [[ $stage == final || $stage == final-b ]]; then
   log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels"
   launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels -q --output "$OUT/l70b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "python3 benchmarks/bench_gemv.py --batches 1,8"
+  python3 benchmarks/bench_gemv.py --batches 1,8 2>&1 | tee -a "$OUT/log.txt"
   log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20"
   launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20 -q --format plain 2>&1 | sed -n '/Decode step/,/^$/p' | tee -a "$OUT/log.txt"
   log "launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128"
