@@ -28,6 +28,10 @@ DEFAULT_CPU_SHAPE = "tiny"
 DEFAULT_GPU_BATCHES = (1, 8, 64, 256)
 DEFAULT_CPU_BATCHES = (1, 8)
 GIB = 1 << 30
+CUPTI_BUSY_NOTICE = (
+    "torch.profiler saw no GPU activity: CUPTI is held by another profiler (nsys, ncu). Kernels per step, GPU busy "
+    "and idle are not measured, so verdicts come from the floors alone; the trace of that profiler has them"
+)
 
 
 @dataclass
@@ -354,7 +358,12 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
                 host_ms = host[0]
                 progress.status(f"{label}: CUPTI pass, {config.profile_steps} steps")
                 activity = profile_gpu_activity(runner.run, config.profile_steps)
-                busy, kernels = activity.busy_ms_per_step, activity.kernels_per_step
+                if activity is None:
+                    busy, kernels = None, None
+                    if CUPTI_BUSY_NOTICE not in run["notices"]:
+                        run["notices"].append(CUPTI_BUSY_NOTICE)
+                else:
+                    busy, kernels = activity.busy_ms_per_step, activity.kernels_per_step
             else:
                 samples = Samples.of(time_steps_cpu(runner.run, config.steps))
                 busy, kernels, host_ms = None, None, samples.median

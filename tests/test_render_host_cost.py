@@ -24,3 +24,11 @@ def test_per_op_bandwidth_column() -> None:
     with_pass["kernel_pass"]["ops"][0]["achieved_bandwidth_bytes_per_s"] = 3.21e12
     text = render_text(run, "markdown")
     assert "achieved TB/s" in text and "| 3.21 |" in text
+
+
+def test_cupti_cross_check_unavailable_under_another_profiler() -> None:
+    run = classify_run()
+    with_pass = next(r for r in run["results"] if r.get("kernel_pass"))
+    with_pass["kernel_pass"]["cupti_check"] = {"available": False, "note": "CUPTI is held by another profiler (nsys)"}
+    text = render_text(run, "plain", width=140)
+    assert "CUPTI cross-check: not available (CUPTI is held by another profiler (nsys))" in text

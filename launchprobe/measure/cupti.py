@@ -28,8 +28,12 @@ class ActivitySummary:
         return self.busy_ns / self.steps / 1e6
 
 
-def profile_gpu_activity(step: Callable[[], Any], steps: int) -> ActivitySummary:
-    """Run ``steps`` steps under torch.profiler with CUDA activity only and summarise the GPU work."""
+def profile_gpu_activity(step: Callable[[], Any], steps: int) -> ActivitySummary | None:
+    """Run ``steps`` steps under torch.profiler with CUDA activity only and summarise the GPU work.
+
+    None when CUPTI reported no GPU work at all: another profiler (nsys, ncu) holds CUPTI, and the caller must say
+    that kernels and busy time were not measured rather than report zeros.
+    """
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -44,6 +48,8 @@ def profile_gpu_activity(step: Callable[[], Any], steps: int) -> ActivitySummary
             continue
         start = int(event.start_ns())
         rows.append((event.name(), start, start + int(event.duration_ns())))
+    if not rows:
+        return None
     frame = pd.DataFrame(rows, columns=["name", "start_ns", "end_ns"]).sort_values("start_ns", ignore_index=True)
     stats = interval_stats(frame["start_ns"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64))
     return ActivitySummary(steps=steps, kernels=frame, busy_ns=stats.busy_ns, span_ns=stats.span_ns)

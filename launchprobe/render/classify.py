@@ -323,7 +323,9 @@ def _kernel_pass_lines(kp: dict[str, Any]) -> list[str]:
     if isinstance(kp.get("gaps_corrected"), dict):
         lines.append(_gap_line("gaps less the event cost", kp["gaps_corrected"]))
     check = kp.get("cupti_check")
-    if isinstance(check, dict):
+    if isinstance(check, dict) and check.get("available") is False:
+        lines.append(f"CUPTI cross-check: not available ({v.text(check.get('note'))})")
+    elif isinstance(check, dict):
         agrees = check.get("agrees")
         lines.append(
             f"CUPTI cross-check: total gap {v.fixed(check.get('events_total_gap_ns'), 3, 1e-6)} ms (events) vs "
