@@ -282,11 +282,7 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
     """Build the model once, then measure every (mode, batch); graph modes capture their buckets first."""
     import torch
 
-    from launchprobe.measure.cupti import profile_gpu_activity
-    from launchprobe.measure.markers import Markers
-    from launchprobe.measure.timing import time_steps_cpu, time_steps_cuda, warm_up
-    from launchprobe.workload.model import DecodeModel, plan_memory
-    from launchprobe.workload.modes import StepRunner, prepare
+    from launchprobe.workload.modes import prepare
 
     run = _new_classify_run(config, env, ceilings)
     modes = [m for m in config.modes if config.cuda or m not in GRAPH_MODES]
@@ -296,8 +292,34 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
                 {"mode": mode, "reason": "CUDA graphs need a CUDA GPU; the CPU path runs eager only"}
             )
     buckets = {(m, b): config.bucket(m, b) for m in modes for b in config.batches}
-    max_bucket = max(buckets.values())
+    measurer = _Measurer(config, env, ceilings, run, progress, _build_model(config, env, run, progress, buckets))
+    progress.start(len(modes) * len(config.batches))
+    for mode in modes:
+        runners: dict[int, Any] = {}
+        pool = torch.cuda.graph_pool_handle() if mode in GRAPH_MODES else None
+        for bucket in sorted({buckets[(mode, b)] for b in config.batches}, reverse=True):
+            if mode in GRAPH_MODES:
+                progress.status(f"{mode}: capturing bucket {bucket}")
+            runners[bucket] = prepare(mode, bucket, measurer.model.step(bucket), pool, measurer.markers)
+        for batch in config.batches:
+            record = measurer.measure(mode, batch, runners[buckets[(mode, batch)]])
+            run["results"].append(record)
+        del runners
+        gc.collect()
+    run["speedups"] = speedups(run["results"])
+    measurer.finish()
+    return run
 
+
+def _build_model(
+    config: ClassifyConfig, env: dict[str, Any], run: dict[str, Any], progress: Progress, buckets: dict[Any, int]
+) -> Any:
+    """Plan memory (cycling layers if need be, with a notice) and allocate weights, KV cache and buffers."""
+    import torch
+
+    from launchprobe.workload.model import DecodeModel, plan_memory
+
+    max_bucket = max(buckets.values())
     if config.cuda:
         free, _ = torch.cuda.mem_get_info()
         l2 = env.get("l2_bytes") or 50 << 20
@@ -319,11 +341,10 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
             f"{costmodel.weight_memory_bytes(config.shape, config.dtype) / GIB:.0f} GiB); each layer is over 4x the L2 "
             f"cache, so HBM traffic per step is that of {config.shape.layers} distinct layers"
         )
-
     progress.status(
         f"allocating {memory.weight_bytes / GIB:.1f} GiB of weights, {memory.kv_cache_bytes / GIB:.1f} GiB KV cache"
     )
-    model = DecodeModel(
+    return DecodeModel(
         config.shape,
         context=config.context,
         dtype=config.dtype,
@@ -332,80 +353,114 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
         plan=memory,
         projections=config.projections,
     )
-    markers = Markers(config.nvtx)
-    kernel_pass_state: dict[str, Any] = {}
-    progress.start(len(modes) * len(config.batches))
-    for mode in modes:
-        runners: dict[int, Any] = {}
-        pool = torch.cuda.graph_pool_handle() if mode in GRAPH_MODES else None
-        for bucket in sorted({buckets[(mode, b)] for b in config.batches}, reverse=True):
-            if mode in GRAPH_MODES:
-                progress.status(f"{mode}: capturing bucket {bucket}")
-            runners[bucket] = prepare(mode, bucket, model.step(bucket), pool, markers)
-        for batch in config.batches:
-            bucket = buckets[(mode, batch)]
-            runner = runners[bucket]
-            label = f"{mode} batch {batch}" + (f" (bucket {bucket})" if bucket != batch else "")
-            record = cost_fields(
-                config, mode, batch, ceilings, model.kernels_expected(bucket, env.get("sm_count") or 0)
+
+
+class _Measurer:
+    """Measures one (mode, batch) at a time into a result record; holds what the passes share."""
+
+    def __init__(
+        self,
+        config: ClassifyConfig,
+        env: dict[str, Any],
+        ceilings: Ceilings,
+        run: dict[str, Any],
+        progress: Progress,
+        model: Any,
+    ) -> None:
+        from launchprobe.measure.markers import Markers
+
+        self.config, self.env, self.ceilings, self.run, self.progress = config, env, ceilings, run, progress
+        self.model = model
+        self.markers = Markers(config.nvtx)
+        self.kernel_pass_state: dict[str, Any] = {}
+
+    def notice(self, text: str) -> None:
+        if text not in self.run["notices"]:
+            self.run["notices"].append(text)
+
+    def measure(self, mode: str, batch: int, runner: Any) -> dict[str, Any]:
+        from launchprobe.measure.timing import warm_up
+
+        config, bucket = self.config, runner.bucket
+        label = f"{mode} batch {batch}" + (f" (bucket {bucket})" if bucket != batch else "")
+        kernels_expected = self.model.kernels_expected(bucket, self.env.get("sm_count") or 0)
+        record = cost_fields(config, mode, batch, self.ceilings, kernels_expected)
+        self.progress.status(f"{label}: warm-up {config.warmup} steps")
+        warm_up(runner.run, config.warmup, config.cuda)
+        self.progress.status(f"{label}: timing {config.steps} steps")
+        samples, host_ms = self._time_clean(runner)
+        busy, kernels = self._gpu_activity(runner, label)
+        capture = (runner.capture_s, runner.capture_bytes)
+        record.update(
+            measured_fields(
+                record,
+                samples,
+                self.ceilings,
+                busy_ms=busy,
+                kernels_per_step=kernels,
+                capture=capture,
+                cuda=config.cuda,
             )
-            progress.status(f"{label}: warm-up {config.warmup} steps")
-            warm_up(runner.run, config.warmup, config.cuda)
-            progress.status(f"{label}: timing {config.steps} steps")
-            if config.cuda:
-                host: list[float] = []
-                samples = Samples.of(time_steps_cuda(runner.run, config.steps, host))
-                host_ms = host[0]
-                progress.status(f"{label}: CUPTI pass, {config.profile_steps} steps")
-                activity = profile_gpu_activity(runner.run, config.profile_steps)
-                if activity is None:
-                    busy, kernels = None, None
-                    if CUPTI_BUSY_NOTICE not in run["notices"]:
-                        run["notices"].append(CUPTI_BUSY_NOTICE)
-                else:
-                    busy, kernels = activity.busy_ms_per_step, activity.kernels_per_step
-            else:
-                samples = Samples.of(time_steps_cpu(runner.run, config.steps))
-                busy, kernels, host_ms = None, None, samples.median
-            record.update(
-                measured_fields(
-                    record,
-                    samples,
-                    ceilings,
-                    busy_ms=busy,
-                    kernels_per_step=kernels,
-                    capture=(runner.capture_s, runner.capture_bytes),
-                    cuda=config.cuda,
-                )
-            )
-            record["host_ms_per_step"] = host_ms
-            launched = kernels or record["kernels_expected"]
-            # Host time per kernel of this mode's step, beside a bare loop of tiny launches (the ceiling).
-            record["host_ns_per_kernel"] = host_ms * 1e6 / launched if mode == "eager" else None
-            if markers.level == "ops" and config.cuda:
-                bare = StepRunner(mode, bucket, runner.segments)  # the same graphs, no NVTX ranges
-                warm_up(bare.run, 3, True)
-                record["nvtx_overhead_fraction"] = samples.median / Samples.of(time_steps_cuda(bare.run, 20)).median - 1
-            if config.kernels and config.cuda:
-                progress.status(f"{label}: per-kernel event pass")
-                record["kernel_pass"] = run_kernel_pass(model, mode, bucket, samples.median, config, kernel_pass_state)
-            run["results"].append(record)
-            progress.advance(f"{label}: {samples.median:.3f} ms/step, {record['verdict']}")
-        del runners
-        gc.collect()
-    run["speedups"] = speedups(run["results"])
-    if config.kernels and not config.cuda:
-        run["notices"].append("--kernels needs a CUDA GPU: no per-kernel pass on the CPU path")
-    if config.kernels and config.cuda:
-        costs = kernel_pass_state["costs"]
-        run["notices"].append(
-            f"per-kernel pass: 2 CUDA events per op; an event record costs {costs.host_record_ns / 1e3:.2f} us of "
-            f"host time, an event node {costs.node_ns / 1e3:.2f} us of GPU time; durations less the "
-            f"{costs.pair_offset_ns / 1e3:.2f} us an event pair adds (see docs/gaps.md)"
         )
-    if not config.cuda:
-        run["notices"].append("CPU path: step times are wall-clock; kernels and GPU idle are not observable")
-    return run
+        record["host_ms_per_step"] = host_ms
+        # Host time per kernel of an eager step, set beside a bare loop of tiny launches (the launch ceiling).
+        record["host_ns_per_kernel"] = host_ms * 1e6 / (kernels or kernels_expected) if mode == "eager" else None
+        if self.markers.level == "ops" and config.cuda:
+            record["nvtx_overhead_fraction"] = self._nvtx_overhead(runner, samples.median)
+        if config.kernels and config.cuda:
+            self.progress.status(f"{label}: per-kernel event pass")
+            record["kernel_pass"] = run_kernel_pass(
+                self.model, mode, bucket, samples.median, config, self.kernel_pass_state
+            )
+        self.progress.advance(f"{label}: {samples.median:.3f} ms/step, {record['verdict']}")
+        return record
+
+    def _time_clean(self, runner: Any) -> tuple[Samples, float]:
+        """Clean timing: events at step boundaries on a GPU, the wall clock on CPU; and host ms per step."""
+        from launchprobe.measure.timing import time_steps_cpu, time_steps_cuda
+
+        if not self.config.cuda:
+            samples = Samples.of(time_steps_cpu(runner.run, self.config.steps))
+            return samples, samples.median
+        host: list[float] = []
+        samples = Samples.of(time_steps_cuda(runner.run, self.config.steps, host))
+        return samples, host[0]
+
+    def _gpu_activity(self, runner: Any, label: str) -> tuple[float | None, float | None]:
+        """Busy ms and kernels per step from a separate CUPTI pass; None, None where CUPTI cannot be had."""
+        from launchprobe.measure.cupti import profile_gpu_activity
+
+        if not self.config.cuda:
+            return None, None
+        self.progress.status(f"{label}: CUPTI pass, {self.config.profile_steps} steps")
+        activity = profile_gpu_activity(runner.run, self.config.profile_steps)
+        if activity is None:
+            self.notice(CUPTI_BUSY_NOTICE)
+            return None, None
+        return activity.busy_ms_per_step, activity.kernels_per_step
+
+    def _nvtx_overhead(self, runner: Any, step_ms: float) -> float:
+        """The step with NVTX ranges against the same graphs without them."""
+        from launchprobe.measure.timing import time_steps_cuda, warm_up
+        from launchprobe.workload.modes import StepRunner
+
+        bare = StepRunner(runner.mode, runner.bucket, runner.segments)
+        warm_up(bare.run, 3, True)
+        return step_ms / Samples.of(time_steps_cuda(bare.run, 20)).median - 1
+
+    def finish(self) -> None:
+        config = self.config
+        if config.kernels and not config.cuda:
+            self.notice("--kernels needs a CUDA GPU: no per-kernel pass on the CPU path")
+        if config.kernels and config.cuda:
+            costs = self.kernel_pass_state["costs"]
+            self.notice(
+                f"per-kernel pass: 2 CUDA events per op; an event record costs {costs.host_record_ns / 1e3:.2f} us "
+                f"of host time, an event node {costs.node_ns / 1e3:.2f} us of GPU time; durations less the "
+                f"{costs.pair_offset_ns / 1e3:.2f} us an event pair adds (see docs/gaps.md)"
+            )
+        if not config.cuda:
+            self.notice("CPU path: step times are wall-clock; kernels and GPU idle are not observable")
 
 
 def run_kernel_pass(
