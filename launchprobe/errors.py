@@ -57,9 +57,5 @@ class NoDataError(LaunchprobeError):
     exit_code = EXIT_NO_DATA
 
 
-class IncomparableError(LaunchprobeError):
-    exit_code = EXIT_INCOMPARABLE
-
-
 class CommandNotFoundError(LaunchprobeError):
     exit_code = EXIT_COMMAND_NOT_FOUND

@@ -6,7 +6,6 @@ a CUDA graph. Math is fp32, results are rounded once to the buffer's dtype, as t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -174,10 +173,6 @@ def make_attention_plan(
             "partial_sum": torch.empty(batch, num_heads, max_splits, dtype=f32, device=device),
         }
     return AttentionPlan(batch, context_len, num_heads, num_kv_heads, head_dim, sms, max_splits, **bufs)
-
-
-def default_scale(head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim)
 
 
 class TorchOps:

@@ -156,13 +156,6 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     )
 
 
-def median_per_op(samples: list[tuple[list[int], list[int]]]) -> tuple[list[int], list[int]]:
-    """Element-wise median over samples of (starts, ends)."""
-    starts = [int(statistics.median(col)) for col in zip(*(s for s, _ in samples))]
-    ends = [int(statistics.median(col)) for col in zip(*(e for _, e in samples))]
-    return starts, ends
-
-
 def kernel_pass(
     mode: str,
     bucket: int,

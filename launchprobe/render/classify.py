@@ -79,10 +79,6 @@ def _host_cost_lines(run: dict[str, Any], rows: list[dict[str, Any]]) -> list[st
     return lines
 
 
-def _sort_batch(batch: Any) -> float:
-    return v.number(batch) or 0.0
-
-
 def _key(r: dict[str, Any]) -> str:
     return f"{r.get('mode', '?')} b={v.integer(r.get('batch'))}"
 

@@ -28,7 +28,6 @@ LAYER_OPS = (
     "down",  # GEMM
 )
 STEP_TAIL_OPS = ("final_norm", "lm_head")
-GEMM_OPS = ("qkv", "o_proj", "gate_up", "down", "lm_head")
 
 
 @dataclass(frozen=True)
