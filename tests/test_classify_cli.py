@@ -71,7 +71,7 @@ def test_plain_report_is_the_default_when_piped(cache_dir: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "launch-bound" in proc.stdout or "memory-bound" in proc.stdout or "compute-bound" in proc.stdout
     assert "\x1b[" not in proc.stdout  # no ANSI codes in a log
-    assert "CPU path" in proc.stdout
+    assert proc.stdout.splitlines()[0].startswith("launchprobe classify: CPU path")  # said on the first line
 
 
 def test_plan_runs_nothing_and_reports_costs(tmp_path: Path) -> None:

@@ -37,7 +37,10 @@ def is_plan(run: dict[str, Any]) -> bool:
 
 def build(run: dict[str, Any]) -> Report:
     plan = is_plan(run)
-    report = Report(title="launchprobe classify" + (" --plan (cost model only, nothing measured)" if plan else ""))
+    title = "launchprobe classify" + (" --plan (cost model only, nothing measured)" if plan else "")
+    if not plan and v.mapping(run.get("environment")).get("device") == "cpu":
+        title += ": CPU path (no CUDA GPU; plain torch, eager only, wall-clock timing)"
+    report = Report(title=title)
     report.fields = _header(run)
     report.notices = common.notices(run) + [
         f"{u.get('mode', '?')} unavailable: {u.get('reason', 'no reason given')}"
