@@ -6,6 +6,7 @@ a CUDA graph. Math is fp32, results are rounded once to the buffer's dtype, as t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -194,28 +195,5 @@ class TorchOps:
         """``fn(*args)`` as a closure (the Triton ops replace this with a faster relaunch)."""
         return lambda: fn(*args)
 
-    @staticmethod
-    def attention_plan(
-        batch: int,
-        context_len: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        device: torch.device | str,
-        num_sms: int | None = None,
-    ) -> AttentionPlan:
-        return make_attention_plan(
-            batch, context_len, num_heads, num_kv_heads, head_dim, device, num_sms, workspace=False
-        )
-
-    @staticmethod
-    def attention(
-        q: torch.Tensor,
-        k_cache: torch.Tensor,
-        v_cache: torch.Tensor,
-        context_len: int,
-        out: torch.Tensor,
-        scale: float,
-        plan: AttentionPlan,
-    ) -> None:
-        attention(q, k_cache, v_cache, context_len, out, scale, plan)
+    attention = staticmethod(attention)
+    attention_plan = staticmethod(functools.partial(make_attention_plan, workspace=False))

@@ -1093,31 +1093,6 @@ class TritonOps(TorchOps):
     silu_mul = staticmethod(silu_mul)
     gemv = staticmethod(gemv)
     bind = staticmethod(bind)
-
-    @staticmethod
-    def attention_plan(
-        batch: int,
-        context_len: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        device: torch.device | str,
-        num_sms: int | None = None,
-    ) -> AttentionPlan:
-        return attention_plan(batch, context_len, num_heads, num_kv_heads, head_dim, device, num_sms)
-
-    @staticmethod
-    def gemv_plan(n: int, k: int, batch: int, device: torch.device | str, num_sms: int | None = None) -> GemvPlan:
-        return gemv_plan(n, k, batch, device, num_sms)
-
-    @staticmethod
-    def attention(
-        q: torch.Tensor,
-        k_cache: torch.Tensor,
-        v_cache: torch.Tensor,
-        context_len: int,
-        out: torch.Tensor,
-        scale: float,
-        plan: AttentionPlan,
-    ) -> None:
-        attention(q, k_cache, v_cache, context_len, out, scale, plan)
+    attention = staticmethod(attention)  # type: ignore[assignment]  # requires the plan the reference may omit
+    attention_plan = staticmethod(attention_plan)
+    gemv_plan = staticmethod(gemv_plan)
