@@ -58,18 +58,70 @@ def _as_int(value: Any, default: int) -> int:
     return default
 
 
-def _load_json(path: Path) -> Any:
-    with path.open("rb") as handle:
-        magic = handle.read(2)
-    opener: Any = gzip.open if magic == b"\x1f\x8b" else open
+class _Args(msgspec.Struct):
+    """The event ``args`` the reader uses; other keys are skipped by the decoder, never materialised."""
+
+    device: Any = None
+    stream: Any = None
+    correlation: Any = None
+    bytes: Any = None
+
+
+class _Event(msgspec.Struct):
+    ph: Any = None
+    cat: Any = ""
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = msgspec.UNSET
+    dur: Any = 0
+    args: _Args | None = None
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: list[_Event] | None = None  # noqa: N815 (Kineto's key)
+    schemaVersion: Any = msgspec.UNSET  # noqa: N815
+    deviceProperties: Any = None  # noqa: N815
+    distributedInfo: Any = None  # noqa: N815
+
+
+# float_hook=str keeps a float's decimal text, so us_to_ns converts it exactly.
+_TYPED = msgspec.json.Decoder(_Trace, float_hook=str)
+_ANY = msgspec.json.Decoder(float_hook=str)
+
+
+def _as_event(ev: Any) -> _Event | None:
+    """A generically decoded event as an _Event, None when it is not an object."""
+    if not isinstance(ev, dict):
+        return None
+    raw = ev.get("args")
+    args = (
+        _Args(raw.get("device"), raw.get("stream"), raw.get("correlation"), raw.get("bytes"))
+        if isinstance(raw, dict)
+        else None
+    )
+    return _Event(
+        ev.get("ph"), ev.get("cat", ""), ev.get("name", ""), ev.get("pid"), ev.get("tid"),
+        ev.get("ts", msgspec.UNSET), ev.get("dur", 0), args,
+    )
+
+
+def _load_json(path: Path) -> _Trace | list[Any] | Any:
+    """The trace as a _Trace when it has the usual shape, else as generic JSON (dicts and lists)."""
     try:
-        with opener(path, "rb") as handle:
-            raw = handle.read()
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as exc:
         raise BadTraceError(f"{path}: truncated or corrupt gzip file ({exc})") from None
+    if raw[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark, which json.loads also accepts
+        raw = raw[3:]
     try:
-        return json.loads(raw, parse_float=str)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        try:
+            return _TYPED.decode(raw)
+        except msgspec.ValidationError:  # valid JSON of another shape (a bare event list, odd events): decode as is
+            return _ANY.decode(raw)
+    except msgspec.DecodeError as exc:
         raise BadTraceError(f"{path}: truncated or invalid JSON ({exc})") from None
 
 
