@@ -10,25 +10,17 @@ from __future__ import annotations
 
 import gc
 import gzip
-import json
 import zlib
 from collections import Counter
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import msgspec
 import pandas as pd
 
 from launchprobe.errors import BadTraceError, NoDataError
-from launchprobe.timeline import (
-    API_CALL_COLUMNS,
-    GPU_OP_COLUMNS,
-    RANGE_COLUMNS,
-    Timeline,
-    api_category,
-    conform,
-)
+from launchprobe.timeline import API_CALL_COLUMNS, GPU_OP_COLUMNS, RANGE_COLUMNS, Timeline, api_category
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 API_CATS = ("cuda_runtime", "cuda_driver")
@@ -79,10 +71,10 @@ class _Event(msgspec.Struct):
 
 
 class _Trace(msgspec.Struct):
-    traceEvents: list[_Event] | None = None  # noqa: N815 (Kineto's key)
-    schemaVersion: Any = msgspec.UNSET  # noqa: N815
-    deviceProperties: Any = None  # noqa: N815
-    distributedInfo: Any = None  # noqa: N815
+    traceEvents: list[_Event] | None = None  # Kineto key names
+    schemaVersion: Any = msgspec.UNSET
+    deviceProperties: Any = None
+    distributedInfo: Any = None
 
 
 # float_hook=str keeps a float's decimal text, so us_to_ns converts it exactly.
@@ -101,8 +93,14 @@ def _as_event(ev: Any) -> _Event | None:
         else None
     )
     return _Event(
-        ev.get("ph"), ev.get("cat", ""), ev.get("name", ""), ev.get("pid"), ev.get("tid"),
-        ev.get("ts", msgspec.UNSET), ev.get("dur", 0), args,
+        ev.get("ph"),
+        ev.get("cat", ""),
+        ev.get("name", ""),
+        ev.get("pid"),
+        ev.get("tid"),
+        ev.get("ts", msgspec.UNSET),
+        ev.get("dur", 0),
+        args,
     )
 
 
@@ -126,13 +124,18 @@ def _load_json(path: Path) -> _Trace | list[Any] | Any:
 
 
 def read_kineto(path: Path) -> Timeline:
-    # Parsing builds millions of small objects and none of them form cycles: with the cyclic garbage collector on,
-    # it rescans them again and again (about 3x the parse time on a 46k-kernel trace). Off while reading.
+    # Parsing builds many small objects and none of them form cycles: with the cyclic garbage collector on,
+    # it rescans them again and again. Off while reading.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         data = _load_json(path)
-        events = data.get("traceEvents") if isinstance(data, dict) else data
+        if isinstance(data, _Trace):
+            events: Any = data.traceEvents
+        else:
+            events = data.get("traceEvents") if isinstance(data, dict) else data
+            if isinstance(events, list):
+                events = [ev for ev in map(_as_event, events) if ev is not None]
         if not isinstance(events, list):
             raise BadTraceError(f"{path}: JSON, but not a Kineto/chrome trace (no traceEvents list)")
         try:
@@ -142,19 +145,13 @@ def read_kineto(path: Path) -> Timeline:
     finally:
         if was_enabled:
             gc.enable()
-    if not ops:
+    if not ops["start_ns"]:
         raise NoDataError(f"{path}: the trace has no kernels, copies or sets (was CUDA activity profiled?)")
-    host_pids = Counter(a[4] for a in apis)
+    host_pids = Counter(apis["pid"])
     default_pid = host_pids.most_common(1)[0][0] if host_pids else 0
-    pid_of = {a[6]: a[4] for a in apis if a[6] >= 0}
-    gpu_ops = pd.DataFrame(
-        ops, columns=["kind", "name", "start_ns", "end_ns", "device", "stream", "correlation_id", "bytes"]
-    )
-    corr = gpu_ops["correlation_id"].to_numpy()
-    gpu_ops["pid"] = np.array([pid_of.get(int(c), default_pid) for c in corr], dtype=np.int64)
-    gpu_ops["graph_node_id"] = -1
-    api_frame = pd.DataFrame(apis, columns=["name", "category", "start_ns", "end_ns", "pid", "tid", "correlation_id"])
-    range_frame = pd.DataFrame(ranges, columns=["name", "domain", "start_ns", "end_ns", "pid", "tid", "depth"])
+    pid_of = {c: p for c, p in zip(apis["correlation_id"], apis["pid"]) if c >= 0}
+    ops["pid"] = [pid_of.get(c, default_pid) for c in ops["correlation_id"]]
+    ops["graph_node_id"] = [-1] * len(ops["start_ns"])
     meta: dict[str, Any] = {
         "format": "kineto",
         "path": str(path),
@@ -162,69 +159,118 @@ def read_kineto(path: Path) -> Timeline:
         "notices": [],
         "gpus": {},
     }
-    if isinstance(data, dict):
-        if "schemaVersion" in data:
-            meta["schema_version"] = data["schemaVersion"]
-        for prop in data.get("deviceProperties") or []:
-            if isinstance(prop, dict) and isinstance(prop.get("id"), int) and prop.get("name"):
-                meta["gpus"][prop["id"]] = str(prop["name"])
-        dist = data.get("distributedInfo")
-        if isinstance(dist, dict) and "rank" in dist:
-            meta["rank"] = dist.get("rank")
-            meta["world_size"] = dist.get("world_size")
+    if isinstance(data, _Trace):
+        header = {"deviceProperties": data.deviceProperties, "distributedInfo": data.distributedInfo}
+        if data.schemaVersion is not msgspec.UNSET:
+            header["schemaVersion"] = data.schemaVersion
+    else:
+        header = data if isinstance(data, dict) else {}
+    if "schemaVersion" in header:
+        meta["schema_version"] = header["schemaVersion"]
+    for prop in header.get("deviceProperties") or []:
+        if isinstance(prop, dict) and isinstance(prop.get("id"), int) and prop.get("name"):
+            meta["gpus"][prop["id"]] = str(prop["name"])
+    dist = header.get("distributedInfo")
+    if isinstance(dist, dict) and "rank" in dist:
+        meta["rank"] = dist.get("rank")
+        meta["world_size"] = dist.get("world_size")
     return Timeline(
-        gpu_ops=conform(gpu_ops, GPU_OP_COLUMNS),
-        api_calls=conform(api_frame, API_CALL_COLUMNS),
-        ranges=conform(range_frame, RANGE_COLUMNS),
+        gpu_ops=_frame(ops, GPU_OP_COLUMNS),
+        api_calls=_frame(apis, API_CALL_COLUMNS),
+        ranges=_frame(ranges, RANGE_COLUMNS),
         metrics=None,
         meta=meta,
     )
 
 
-def _split(events: list[Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    ops: list[tuple[Any, ...]] = []
-    apis: list[tuple[Any, ...]] = []
-    ranges: list[tuple[Any, ...]] = []
+def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    """Column lists -> a frame with exactly ``dtypes``' columns, in order and dtype."""
+    return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
+
+
+def _ns_column(values: list[Any]) -> list[int]:
+    """us_to_ns over a column; Kineto's plain forms (an int, or text with exactly 3 decimals) skip Decimal."""
+    out: list[int] = []
+    append = out.append
+    for v in values:
+        if type(v) is int:
+            append(v * 1000)
+        elif type(v) is str and len(v) > 4 and v[-4] == "." and v.isascii() and v[:-4].isdigit() and v[-3:].isdigit():
+            append(int(v[:-4] + v[-3:]))  # "123.456" us is 123456 ns, exactly
+        else:
+            append(us_to_ns(v))
+    return out
+
+
+def _spans(starts: list[Any], durs: list[Any]) -> tuple[list[int], list[int]]:
+    """Raw ts and dur columns -> (start_ns, end_ns), negative durations clamped to 0."""
+    start = _ns_column(starts)
+    return start, [s + d if d > 0 else s for s, d in zip(start, _ns_column(durs))]
+
+
+def _split(events: list[_Event]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[str, list[Any]]]:
+    """GPU ops, API calls and ranges as column lists (GPU ops still lack pid and graph_node_id)."""
+    op_rows: list[tuple[Any, ...]] = []
+    api_rows: list[tuple[Any, ...]] = []
+    range_rows: list[tuple[Any, ...]] = []
+    kinds: dict[Any, str] = {}  # raw cat -> "gpu" | "api" | "range" | ""
     categories: dict[str, str] = {}
+    unset = msgspec.UNSET
     for ev in events:
-        if not isinstance(ev, dict) or ev.get("ph") != "X" or "ts" not in ev:
+        cat = ev.cat
+        kind = kinds.get(cat) if type(cat) is str else None
+        if kind is None:
+            low = str(cat).lower()
+            kind = "gpu" if low in GPU_CATS else "api" if low in API_CATS else "range" if low in RANGE_CATS else ""
+            if type(cat) is str:
+                kinds[cat] = kind
+        if ev.ph != "X" or ev.ts is unset:
             continue
-        cat = str(ev.get("cat", "")).lower()
-        name = str(ev.get("name", ""))
-        is_step = name.startswith("ProfilerStep#")
-        if cat not in GPU_CATS and cat not in API_CATS and cat not in RANGE_CATS and not is_step:
-            continue
-        start = us_to_ns(ev["ts"])
-        end = start + max(us_to_ns(ev.get("dur", 0)), 0)
-        raw_args = ev.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        if cat in GPU_CATS:
-            ops.append(
+        name = ev.name if type(ev.name) is str else str(ev.name)
+        if not kind:
+            if not name.startswith("ProfilerStep#"):
+                continue
+            kind = "range"
+        args = ev.args
+        if kind == "gpu":
+            op_rows.append(
                 (
-                    GPU_CATS[cat],
+                    GPU_CATS[str(cat).lower()],
                     name,
-                    start,
-                    end,
-                    _as_int(args.get("device"), _as_int(ev.get("pid"), 0)),
-                    _as_int(args.get("stream"), _as_int(ev.get("tid"), 0)),
-                    _as_int(args.get("correlation"), -1),
-                    _as_int(args.get("bytes"), 0),
+                    ev.ts,
+                    ev.dur,
+                    _as_int(args.device if args else None, _as_int(ev.pid, 0)),
+                    _as_int(args.stream if args else None, _as_int(ev.tid, 0)),
+                    _as_int(args.correlation, -1) if args else -1,
+                    _as_int(args.bytes, 0) if args else 0,
                 )
             )
-        elif cat in API_CATS:
+        elif kind == "api":
             if name not in categories:
                 categories[name] = api_category(name)
-            apis.append(
+            api_rows.append(
                 (
                     name,
                     categories[name],
-                    start,
-                    end,
-                    _as_int(ev.get("pid"), 0),
-                    _as_int(ev.get("tid"), 0),
-                    _as_int(args.get("correlation"), -1),
+                    ev.ts,
+                    ev.dur,
+                    _as_int(ev.pid, 0),
+                    _as_int(ev.tid, 0),
+                    _as_int(args.correlation, -1) if args else -1,
                 )
             )
         else:
-            ranges.append((name, "", start, end, _as_int(ev.get("pid"), 0), _as_int(ev.get("tid"), 0), -1))
+            range_rows.append((name, "", ev.ts, ev.dur, _as_int(ev.pid, 0), _as_int(ev.tid, 0), -1))
+    ops = _columns(op_rows, ("kind", "name", "start_ns", "end_ns", "device", "stream", "correlation_id", "bytes"))
+    apis = _columns(api_rows, ("name", "category", "start_ns", "end_ns", "pid", "tid", "correlation_id"))
+    ranges = _columns(range_rows, ("name", "domain", "start_ns", "end_ns", "pid", "tid", "depth"))
     return ops, apis, ranges
+
+
+def _columns(rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> dict[str, list[Any]]:
+    """Rows with raw ts and dur in the start_ns and end_ns slots -> columns with both in integer ns."""
+    columns: dict[str, list[Any]] = (
+        {name: list(col) for name, col in zip(names, zip(*rows))} if rows else {name: [] for name in names}
+    )
+    columns["start_ns"], columns["end_ns"] = _spans(columns["start_ns"], columns["end_ns"])
+    return columns
