@@ -145,3 +145,22 @@ def test_real_traces_match_independent_numbers(name: str) -> None:
     if name == "nccl_data.json.gz":
         assert w["launches"] == {"cudaLaunchKernel": 2550, "cudaLaunchKernelExC": 150}
         assert w["verdict"] == "launch-bound"
+
+
+def test_ns_column_matches_us_to_ns_on_every_form() -> None:
+    from launchprobe.collect.kineto import _ns_column
+
+    values = [3, True, "4458676983543.183", "1.0005", "1.0015", "-2.500", "12.5", "1e3", " 7.250", ".125", 2.5]
+    assert _ns_column(values) == [us_to_ns(v) for v in values]
+
+
+def test_bare_event_list_and_odd_events_read_as_before(tmp_path: Path) -> None:
+    # Not the usual {"traceEvents": [...]} of objects: decoded generically, read the same way.
+    events = [_launch(10.5, 1.25, 1), "not an event", _kernel(12.001, 0.5, 1), {"ph": "X", "cat": "kernel"}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    tl = read_kineto(path)
+    assert tl.gpu_ops["start_ns"].tolist() == [12001]
+    assert tl.gpu_ops["end_ns"].tolist() == [12501]
+    assert tl.gpu_ops["pid"].tolist() == [99]
+    assert tl.api_calls["start_ns"].tolist() == [10500]

@@ -231,36 +231,26 @@ def _split(events: list[_Event]) -> tuple[dict[str, list[Any]], dict[str, list[A
             if not name.startswith("ProfilerStep#"):
                 continue
             kind = "range"
+        # Ints are the rule: take them as they are, without a call to _as_int.
+        pid = v if type(v := ev.pid) is int else _as_int(v, 0)
+        tid = v if type(v := ev.tid) is int else _as_int(v, 0)
         args = ev.args
+        corr = -1 if args is None else v if type(v := args.correlation) is int else _as_int(v, -1)
         if kind == "gpu":
-            op_rows.append(
-                (
-                    GPU_CATS[str(cat).lower()],
-                    name,
-                    ev.ts,
-                    ev.dur,
-                    _as_int(args.device if args else None, _as_int(ev.pid, 0)),
-                    _as_int(args.stream if args else None, _as_int(ev.tid, 0)),
-                    _as_int(args.correlation, -1) if args else -1,
-                    _as_int(args.bytes, 0) if args else 0,
-                )
-            )
+            if args is None:
+                device, stream, size = pid, tid, 0
+            else:
+                device = v if type(v := args.device) is int else _as_int(v, pid)
+                stream = v if type(v := args.stream) is int else _as_int(v, tid)
+                size = v if type(v := args.bytes) is int else _as_int(v, 0)
+            op_rows.append((GPU_CATS[str(cat).lower()], name, ev.ts, ev.dur, device, stream, corr, size))
         elif kind == "api":
-            if name not in categories:
-                categories[name] = api_category(name)
-            api_rows.append(
-                (
-                    name,
-                    categories[name],
-                    ev.ts,
-                    ev.dur,
-                    _as_int(ev.pid, 0),
-                    _as_int(ev.tid, 0),
-                    _as_int(args.correlation, -1) if args else -1,
-                )
-            )
+            category = categories.get(name)
+            if category is None:
+                category = categories[name] = api_category(name)
+            api_rows.append((name, category, ev.ts, ev.dur, pid, tid, corr))
         else:
-            range_rows.append((name, "", ev.ts, ev.dur, _as_int(ev.pid, 0), _as_int(ev.tid, 0), -1))
+            range_rows.append((name, "", ev.ts, ev.dur, pid, tid, -1))
     ops = _columns(op_rows, ("kind", "name", "start_ns", "end_ns", "device", "stream", "correlation_id", "bytes"))
     apis = _columns(api_rows, ("name", "category", "start_ns", "end_ns", "pid", "tid", "correlation_id"))
     ranges = _columns(range_rows, ("name", "domain", "start_ns", "end_ns", "pid", "tid", "depth"))
