@@ -404,7 +404,8 @@ class _Measurer:
         )
         record["host_ms_per_step"] = host_ms
         # Host time per kernel of an eager step, set beside a bare loop of tiny launches (the launch ceiling).
-        record["host_ns_per_kernel"] = host_ms * 1e6 / (kernels or kernels_expected) if mode == "eager" else None
+        eager_gpu = mode == "eager" and config.cuda  # on the CPU path the host does the work itself
+        record["host_ns_per_kernel"] = host_ms * 1e6 / (kernels or kernels_expected) if eager_gpu else None
         if self.markers.level == "ops" and config.cuda:
             record["nvtx_overhead_fraction"] = self._nvtx_overhead(runner, samples.median)
         if config.kernels and config.cuda:
