@@ -52,13 +52,24 @@ class DeviceOps:
         return slice(first, max(first, last))
 
     def idle_in(self, lo: int, hi: int) -> tuple[Ints, Ints, Ints, Ints]:
-        """Idle stretches clipped to [lo, hi): starts, ends, next-op positions, classes (empty ones dropped)."""
+        """Idle stretches clipped to [lo, hi): starts, ends, next-op positions, classes (empty ones dropped).
+
+        Stretches are disjoint and ordered, so only the first and last can need clipping; the arrays are views of
+        the device's own where nothing is clipped or dropped (read-only use)."""
         first = int(np.searchsorted(self.idle_end, lo, side="right"))
         last = int(np.searchsorted(self.idle_start, hi, side="left"))
-        s = np.maximum(self.idle_start[first:last], lo)
-        e = np.minimum(self.idle_end[first:last], hi)
+        s = self.idle_start[first:last]
+        e = self.idle_end[first:last]
+        nxt, cls = self.idle_next[first:last], self.idle_class[first:last]
+        if not len(s):
+            return s, e, nxt, cls
+        if s[0] < lo or e[-1] > hi:
+            s = np.maximum(s, lo)
+            e = np.minimum(e, hi)
         keep = e > s
-        return s[keep], e[keep], self.idle_next[first:last][keep], self.idle_class[first:last][keep]
+        if keep.all():
+            return s, e, nxt, cls
+        return s[keep], e[keep], nxt[keep], cls[keep]
 
 
 def device_ops(
@@ -83,20 +94,31 @@ def device_ops(
         s, e, idx, lend = s[order], e[order], idx[order], lend[order]
     n = len(s)
     max_end = np.maximum.accumulate(e) if n else e
-    # gap before each op after the first: its start minus the latest end so far (intervals.gaps_before)
-    gaps = np.maximum(s[1:] - max_end[:-1], 0) if n > 1 else np.zeros(0, dtype=np.int64)
-    k = np.nonzero(gaps > 0)[0] + 1  # positions of ops that follow a stretch
-    gap_start = max_end[k - 1]
-    cls = np.full(len(k), OTHER, dtype=np.int64)
-    cls[gaps[k - 1] < short_gap_ns] = SHORT_GAP
-    launched = lend[k] >= 0
-    cls[launched & (lend[k] > gap_start)] = HOST_WAIT
     if n:
+        # gap before each op after the first: its start minus the latest end so far (intervals.gaps_before)
+        gaps = np.subtract(s[1:], max_end[:-1])
+        before = np.flatnonzero(gaps > 0)  # positions (in gaps) of the stretches; op before + 1 ends each
+        m = len(before)
         lead_cls = HOST_WAIT if lend[0] >= 0 else OTHER
-        idle_start = np.concatenate([[np.iinfo(np.int64).min], gap_start, [max_end[-1]]])
-        idle_end = np.concatenate([[s[0]], s[k], [NO_END]])
-        idle_next = np.concatenate([[0], k, [-1]])
-        idle_class = np.concatenate([[lead_cls], cls, [OTHER]])
+        # the arrays are built in place: a leading stretch, one per gap, a trailing one
+        idle_start = np.empty(m + 2, dtype=np.int64)
+        idle_start[0], idle_start[-1] = np.iinfo(np.int64).min, max_end[-1]
+        np.take(max_end, before, out=idle_start[1:-1])
+        idle_class = np.full(m + 2, OTHER, dtype=np.int64)
+        idle_class[0] = lead_cls
+        idle_class[1:-1][np.take(gaps, before) < short_gap_ns] = SHORT_GAP
+        del gaps
+        idle_next = np.empty(m + 2, dtype=np.int64)
+        idle_next[0], idle_next[-1] = 0, -1
+        k = idle_next[1:-1]
+        np.add(before, 1, out=k)  # positions of ops that follow a stretch
+        del before
+        idle_end = np.empty(m + 2, dtype=np.int64)
+        idle_end[0], idle_end[-1] = s[0], NO_END
+        np.take(s, k, out=idle_end[1:-1])
+        lk = np.take(lend, k)
+        idle_class[1:-1][(lk >= 0) & (lk > idle_start[1:-1])] = HOST_WAIT
+        del lk
     else:
         idle_start = idle_end = idle_next = idle_class = np.zeros(0, dtype=np.int64)
     return DeviceOps(

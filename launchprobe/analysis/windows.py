@@ -28,7 +28,6 @@ from launchprobe.analysis.idle import (
     DeviceOps,
     device_ops,
 )
-from launchprobe.analysis.intervals import clipped_union_ns
 from launchprobe.analysis.trace_verdict import decide, metric_means
 from launchprobe.errors import NoDataError, UsageError
 from launchprobe.timeline import Timeline
@@ -69,15 +68,21 @@ class Prepared:
     api_names: list[str]  # base names (nsys version suffix dropped)
     api_is_launch: npt.NDArray[np.bool_]
     devices: dict[int, DeviceOps] = field(default_factory=dict)
+    all_rows: Ints | None = None  # a device's ``index`` when it is every op in row order (gathers become views)
     _api_by_pid: dict[int, tuple[Ints, Ints, Ints]] = field(default_factory=dict)
 
     def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
         """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
         if pid not in self._api_by_pid:
             rows = np.nonzero(self.api_pid == pid)[0]
-            order = rows[np.argsort(self.api_start[rows], kind="stable")]
+            starts = self.api_start[rows]
+            if len(rows) > 1 and np.any(starts[1:] < starts[:-1]):  # calls are usually in start order already
+                order = rows[np.argsort(starts, kind="stable")]
+                starts = self.api_start[order]
+            else:
+                order = rows
             ends = self.api_end[order]
-            self._api_by_pid[pid] = (order, self.api_start[order], np.maximum.accumulate(ends) if len(ends) else ends)
+            self._api_by_pid[pid] = (order, starts, np.maximum.accumulate(ends) if len(ends) else ends)
         order, starts, max_end = self._api_by_pid[pid]
         first = int(np.searchsorted(max_end, lo, side="right"))
         last = int(np.searchsorted(starts, hi, side="left"))
@@ -142,9 +147,11 @@ def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
             f"no GPU work on device {', '.join(map(str, options.devices))}; "
             f"the trace has devices {', '.join(map(str, all_devices))}"
         )
-    launch_end = np.full(len(prep.op_launch), -1, dtype=np.int64)
-    has_launch = prep.op_launch >= 0
-    launch_end[has_launch] = prep.api_end[prep.op_launch[has_launch]]
+    if len(prep.api_end):  # the end of each op's launch call, -1 without one (one gather, no masked copies)
+        launch_end = np.take(prep.api_end, prep.op_launch, mode="wrap")
+        np.copyto(launch_end, -1, where=prep.op_launch < 0)
+    else:
+        launch_end = np.full(len(prep.op_launch), -1, dtype=np.int64)
     for dev in wanted:
         if len(all_devices) == 1:  # no copies
             rows = np.arange(len(prep.op_device), dtype=np.int64)
@@ -152,7 +159,10 @@ def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
         else:
             rows = np.nonzero(prep.op_device == dev)[0].astype(np.int64)
             starts, ends, lend = prep.op_start[rows], prep.op_end[rows], launch_end[rows]
-        prep.devices[dev] = device_ops(dev, starts, ends, rows, lend, short_gap_ns=options.short_gap_ns)
+        ops_here = device_ops(dev, starts, ends, rows, lend, short_gap_ns=options.short_gap_ns)
+        if ops_here.index is rows and len(all_devices) == 1:  # in start order already: index is 0..n-1
+            prep.all_rows = rows
+        prep.devices[dev] = ops_here
     return prep
 
 
@@ -180,8 +190,12 @@ def _join(ops: pd.DataFrame, api: pd.DataFrame) -> Ints:
         # one process, ids not too sparse: a lookup table by correlation id (reversed, so the first call wins)
         lut = np.full(top + 1, -1, dtype=np.int64)
         lut[api_corr[valid[::-1]]] = valid[::-1]
-        ok = np.flatnonzero((op_corr >= 0) & (op_corr <= top) & (op_pid == pid))
-        result[ok] = lut[op_corr[ok]]
+        mask = (op_corr >= 0) & (op_corr <= top) & (op_pid == pid)
+        if mask.all():
+            np.take(lut, op_corr, out=result)
+        else:
+            ok = np.flatnonzero(mask)
+            result[ok] = lut[op_corr[ok]]
         return result
     api_key = (api_pid << _PID_SHIFT) | np.maximum(api_corr, 0)
     keys, first = np.unique(api_key[valid], return_index=True)
@@ -351,13 +365,13 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
     dev = prep.devices[window.device]
     ws, we = window.start_ns, window.end_ns
     span = we - ws
-    near = dev.overlapping(ws, we)
-    busy = clipped_union_ns(dev.starts[near], dev.ends[near], ws, we)
     i_start, i_end, i_next, i_cls = dev.idle_in(ws, we)
     lengths = i_end - i_start
-    split = [int(lengths[i_cls == c].sum()) for c in (HOST_WAIT, SHORT_GAP, OTHER)]
+    # the idle stretches are the complement of the ops' union, so clipped to the window they add up with it
+    busy = span - int(lengths.sum())
+    split = [int(np.sum(lengths, where=i_cls == c)) for c in (HOST_WAIT, SHORT_GAP, OTHER)]
     rows = window.rows
-    kinds = prep.op_kind[rows]
+    kinds = _take(prep.op_kind, rows, prep)
     launch = _launch_numbers(prep, rows)
     metrics = metric_means(timeline.metrics, window.device, ws, we)
     verdict = decide(
@@ -393,7 +407,7 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         **dict(zip(("gap_p50_ns", "gap_p90_ns", "gap_p99_ns"), percentiles(lengths, (50, 90, 99)), strict=True)),
         "gap_max_ns": int(lengths.max()) if len(lengths) else None,
         "top_kernels": top_kernels(prep, rows, options.top_kernels),
-        "largest_idle": _largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle),
+        "largest_idle": _largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle, lengths),
         "metrics": None
         if metrics is None
         else {
@@ -408,51 +422,80 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
     return record
 
 
+def _take(values: npt.NDArray[Any], rows: Ints, prep: Prepared) -> npt.NDArray[Any]:
+    """``values[rows]``: the array itself (no copy; read-only use) when ``rows`` are all ops in order."""
+    return values if rows is prep.all_rows else values[rows]
+
+
 def _launch_numbers(prep: Prepared, rows: Ints) -> dict[str, Any]:
-    calls_all = prep.op_launch[rows]
+    calls_all = _take(prep.op_launch, rows, prep)
     has = calls_all >= 0
-    calls, op_rows = calls_all[has], rows[has]
+    without = len(has) - int(np.count_nonzero(has))
+    calls, op_rows = (calls_all, rows) if not without else (calls_all[has], rows[has])
+    del has
     is_launch = prep.api_is_launch[calls]
-    calls, op_rows = calls[is_launch], op_rows[is_launch]
+    if not is_launch.all():
+        calls, op_rows = calls[is_launch], op_rows[is_launch]
+    del is_launch
     if len(calls) > 1 and np.any(calls[1:] < calls[:-1]):
         order = np.argsort(calls, kind="stable")
         calls, op_rows = calls[order], op_rows[order]
     # calls now ascending: one group per launch call
-    bounds = np.flatnonzero(np.diff(calls)) + 1 if len(calls) else np.zeros(0, dtype=np.int64)
-    heads = np.concatenate([[0], bounds]).astype(np.int64) if len(calls) else bounds
-    unique = calls[heads]
+    n = len(calls)
+    bounds = np.flatnonzero(calls[1:] != calls[:-1]) if n else np.zeros(0, dtype=np.int64)
+    op_start = _take(prep.op_start, op_rows, prep)
+    if len(bounds) == max(n - 1, 0):  # one op per call (the usual case): every op heads its group
+        unique, first_start = calls, op_start
+    else:
+        heads = np.empty(len(bounds) + 1, dtype=np.int64)
+        heads[0] = 0
+        np.add(bounds, 1, out=heads[1:])
+        unique = calls[heads]
+        first_start = np.minimum.reduceat(op_start, heads)
+        del heads
+    del bounds
     counts = np.bincount(prep.api_name[unique], minlength=len(prep.api_names))
     launches = {prep.api_names[i]: int(counts[i]) for i in np.flatnonzero(counts)}
-    launched_kernels = int(np.count_nonzero(prep.op_kind[op_rows] == 0))
+    launched_kernels = int(np.count_nonzero(_take(prep.op_kind, op_rows, prep) == 0))
     # queue time: first op of each call starts minus the call's end (negative: started before the call returned)
-    first_start = np.minimum.reduceat(prep.op_start[op_rows], heads) if len(heads) else heads
-    api_ns = prep.api_end[unique] - prep.api_start[unique]
-    queue_ns = first_start - prep.api_end[unique]
+    call_end = prep.api_end[unique]
+    api_ns = prep.api_start[unique]
+    np.subtract(call_end, api_ns, out=api_ns)
+    queue_ns = np.subtract(first_start, call_end, out=call_end)
+    del first_start
     return {
         "launches": dict(sorted(launches.items(), key=lambda kv: -kv[1])),
         "launch_calls": len(unique),
         "kernels_per_launch": round(launched_kernels / len(unique), 3) if len(unique) else None,
-        "ops_without_launch": int((~has).sum()),
+        "ops_without_launch": without,
         "launch_api_ns": distribution(api_ns),
         "queue_ns": distribution(queue_ns),
     }
 
 
 def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
-    k = rows[prep.op_kind[rows] == 0]
-    if not len(k) or top <= 0:
+    if top <= 0:
         return []
-    codes = prep.op_name[k]
-    durations = prep.op_end[k] - prep.op_start[k]
+    is_kernel = _take(prep.op_kind, rows, prep) == 0
+    k = rows if is_kernel.all() else rows[is_kernel]
+    del is_kernel
+    if not len(k):
+        return []
+    codes = _take(prep.op_name, k, prep)
+    durations = np.subtract(_take(prep.op_end, k, prep), _take(prep.op_start, k, prep))
     size = len(prep.op_names)
-    # exact integer sums through float bincounts: low 20 bits and the rest summed apart stay below 2**53
-    low = np.bincount(codes, weights=durations & 0xFFFFF, minlength=size).astype(np.int64)
-    high = np.bincount(codes, weights=durations >> 20, minlength=size).astype(np.int64)
-    all_totals = (high << 20) + low
+    grand = int(durations.sum())
+    if grand < 1 << 53 and durations.min() >= 0:
+        # every partial sum is a whole number below 2**53, so the float bincount is exact
+        all_totals = np.bincount(codes, weights=durations, minlength=size).astype(np.int64)
+    else:  # exact integer sums through float bincounts: low 20 bits and the rest summed apart stay below 2**53
+        low = np.bincount(codes, weights=durations & 0xFFFFF, minlength=size).astype(np.int64)
+        high = np.bincount(codes, weights=durations >> 20, minlength=size).astype(np.int64)
+        all_totals = (high << 20) + low
+    del durations
     all_counts = np.bincount(codes, minlength=size)
     uniq = np.flatnonzero(all_counts)
     totals, counts = all_totals[uniq], all_counts[uniq]
-    grand = int(durations.sum())
     order = np.argsort(-totals, kind="stable")[:top]
     return [
         {
@@ -467,11 +510,19 @@ def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
 
 
 def _largest_idle(
-    prep: Prepared, dev: DeviceOps, starts: Ints, ends: Ints, nxt: Ints, cls: Ints, top: int
+    prep: Prepared,
+    dev: DeviceOps,
+    starts: Ints,
+    ends: Ints,
+    nxt: Ints,
+    cls: Ints,
+    top: int,
+    lengths: Ints | None = None,
 ) -> list[dict[str, Any]]:
     if not len(starts) or top <= 0:
         return []
-    lengths = ends - starts
+    if lengths is None:
+        lengths = ends - starts
     if len(lengths) > top:  # only the candidates for the top, in position order (a stable sort of them all)
         cut = np.partition(lengths, len(lengths) - top)[len(lengths) - top]
         cand = np.flatnonzero(lengths >= cut)

@@ -245,10 +245,10 @@ def _codes_of(ids: Ints, names_of: Callable[[Ints], list[str]]) -> tuple[Ints, l
     if len(merged) < len(names):
         remap = np.array([merged.index(n) for n in names], dtype=np.int64)
         codes = remap[codes]
-    return codes.astype(np.int64), merged
+    return codes.astype(np.int64, copy=False), merged
 
 
-def _categorical(codes: Ints, categories: list[str]) -> pd.Categorical:
+def _categorical(codes: npt.NDArray[np.integer[Any]], categories: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object), validate=False)
 
 
@@ -309,7 +309,8 @@ def _gpu_ops(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
             codes, names = np.zeros(n, dtype=np.int64), ["Memset"]
         offset = len(categories)
         categories += names
-        name_codes[at : at + n] = codes + offset
+        np.add(codes, offset, out=name_codes[at : at + n])
+        del codes
         at += n
     merged = list(dict.fromkeys(categories))
     if len(merged) < len(categories):  # a kernel named like a copy
@@ -322,7 +323,7 @@ def _gpu_ops(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
         ints,
         OP_INT_COLUMNS,
         {
-            "kind": _categorical(kinds.astype(np.int64), list(OP_KINDS)),
+            "kind": _categorical(kinds, list(OP_KINDS)),
             "name": _categorical(name_codes, merged),
         },
     )
@@ -366,6 +367,7 @@ def _runtime(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
     cat_names = [api_category(n) for n in names]
     cat_unique = sorted(set(cat_names))
     cat_map = np.array([cat_unique.index(c) for c in cat_names], dtype=np.int64)
+    cat_map = cat_map.astype(np.int8 if len(cat_unique) < 128 else np.int64)  # small codes, small gather
     return _frame(
         ints,
         API_INT_COLUMNS,
