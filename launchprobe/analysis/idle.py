@@ -103,7 +103,7 @@ def device_ops(
         # the arrays are built in place: a leading stretch, one per gap, a trailing one
         idle_start = np.empty(m + 2, dtype=np.int64)
         idle_start[0], idle_start[-1] = np.iinfo(np.int64).min, max_end[-1]
-        np.take(max_end, before, out=idle_start[1:-1])
+        np.take(max_end, before, out=idle_start[1:-1], mode="clip")  # in range: no buffered copy
         idle_class = np.full(m + 2, OTHER, dtype=np.int64)
         idle_class[0] = lead_cls
         idle_class[1:-1][np.take(gaps, before) < short_gap_ns] = SHORT_GAP
@@ -115,7 +115,7 @@ def device_ops(
         del before
         idle_end = np.empty(m + 2, dtype=np.int64)
         idle_end[0], idle_end[-1] = s[0], NO_END
-        np.take(s, k, out=idle_end[1:-1])
+        np.take(s, k, out=idle_end[1:-1], mode="clip")
         lk = np.take(lend, k)
         idle_class[1:-1][(lk >= 0) & (lk > idle_start[1:-1])] = HOST_WAIT
         del lk

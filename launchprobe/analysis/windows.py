@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -94,12 +94,14 @@ class Prepared:
         return int(cand[best]) if overlap[best] > 0 else -1
 
 
-def _codes(series: pd.Series) -> tuple[Ints, list[str]]:
-    """Integer codes and the names they stand for (categoricals, as the nsys reader makes, need no hashing)."""
+def _codes(series: pd.Series, *, wide: bool = True) -> tuple[Ints, list[str]]:
+    """Integer codes and the names they stand for (categoricals, as the nsys reader makes, need no hashing);
+    ``wide=False`` leaves a categorical's small integer codes as they are (for lookups, no int64 copy)."""
     if isinstance(series.dtype, pd.CategoricalDtype):
         codes = series.cat.codes.to_numpy()
         if not len(codes) or codes.min() >= 0:
-            return codes.astype(np.int64), [str(c) for c in series.cat.categories]
+            narrow = cast(Ints, codes)  # int8/int16/int32 codes: used only as indices into small tables
+            return codes.astype(np.int64) if wide else narrow, [str(c) for c in series.cat.categories]
     codes, uniques = pd.factorize(series, sort=False)
     return codes.astype(np.int64), [str(u) for u in uniques]
 
@@ -112,15 +114,15 @@ def base_api_name(name: str) -> str:
 def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
     ops, api = timeline.gpu_ops, timeline.api_calls
     kind_codes = {"kernel": 0, "memcpy": 1, "memset": 2}
-    kind_idx, kind_names = _codes(ops["kind"])
+    kind_idx, kind_names = _codes(ops["kind"], wide=False)
     kind_map = np.array([kind_codes.get(k, 0) for k in kind_names], dtype=np.int64)
     kinds: Ints = kind_map[kind_idx] if len(kind_idx) else np.zeros(0, dtype=np.int64)
     op_name, op_names = _codes(ops["name"])
-    api_name_raw, api_names_raw = _codes(api["name"])
+    api_name_raw, api_names_raw = _codes(api["name"], wide=False)
     base = [base_api_name(n) for n in api_names_raw]
     base_unique = list(dict.fromkeys(base))
     remap = np.array([base_unique.index(b) for b in base], dtype=np.int64)
-    api_name = remap[api_name_raw] if len(api_name_raw) else api_name_raw
+    api_name = remap[api_name_raw]
     prep = Prepared(
         op_start=ops["start_ns"].to_numpy(dtype=np.int64),
         op_end=ops["end_ns"].to_numpy(dtype=np.int64),
@@ -167,7 +169,7 @@ def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
 
 
 def _is_launch(category: pd.Series) -> npt.NDArray[np.bool_]:
-    codes, names = _codes(category)
+    codes, names = _codes(category, wide=False)
     wanted = np.array([n in LAUNCH_CATEGORIES for n in names], dtype=bool)
     return wanted[codes] if len(codes) else np.zeros(0, dtype=bool)
 
@@ -192,7 +194,7 @@ def _join(ops: pd.DataFrame, api: pd.DataFrame) -> Ints:
         lut[api_corr[valid[::-1]]] = valid[::-1]
         mask = (op_corr >= 0) & (op_corr <= top) & (op_pid == pid)
         if mask.all():
-            np.take(lut, op_corr, out=result)
+            np.take(lut, op_corr, out=result, mode="clip")  # all in range; clip skips a buffered copy
         else:
             ok = np.flatnonzero(mask)
             result[ok] = lut[op_corr[ok]]

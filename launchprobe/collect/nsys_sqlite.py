@@ -10,6 +10,7 @@ copying; names are categoricals (one Python string per distinct name).
 
 from __future__ import annotations
 
+import mmap
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -220,6 +221,15 @@ def _sql_chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str]) -> I
         yield [np.fromstring(t, dtype=np.int64, sep=",") if t else np.zeros(0, np.int64) for t in row]
 
 
+def _block(rows: int, cols: int) -> Ints:
+    """An int64 block for a whole table. Large ones come from their own anonymous mapping, without the
+    transparent-huge-page hint numpy gives big arrays: with THP defrag on ``madvise`` (a common default) that
+    hint can make the kernel compact memory for seconds while the block is first written."""
+    if rows * cols * 8 < 1 << 26:
+        return np.empty((rows, cols), dtype=np.int64)
+    return np.frombuffer(mmap.mmap(-1, rows * cols * 8), dtype=np.int64).reshape(rows, cols)
+
+
 def _split_global_id(block: Ints, pid_row: int, tid_row: int | None = None) -> None:
     """In place: an nsys global id (pid in bits 24-47, tid in bits 0-23) -> pid, and tid when asked for."""
     if tid_row is not None:
@@ -289,7 +299,7 @@ def _gpu_ops(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
     if not total:
         return None
     ncols = len(OP_INT_COLUMNS)
-    block = np.empty((ncols + 1, total), dtype=np.int64)  # the last row: name ids / copy kinds
+    block = _block(ncols + 1, total)  # the last row: name ids / copy kinds
     kinds = np.empty(total, dtype=np.int8)
     name_codes = np.empty(total, dtype=np.int64)
     categories: list[str] = []
@@ -355,7 +365,7 @@ def _runtime(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
     total = sum(counts)
     if not total:
         return empty_frame(API_CALL_COLUMNS)
-    block = np.empty((len(API_SPEC), total), dtype=np.int64)
+    block = _block(len(API_SPEC), total)
     at = 0
     for table, n in zip(sources, counts, strict=True):
         _fill_block(conn, path, table, API_SPEC, block[:, at : at + n])

@@ -144,15 +144,19 @@ def _varint(buf: Bytes, pos: Ints, *, value: bool = True) -> tuple[Ints, Ints]:
     first = buf[pos]
     if not np.any(first >= 0x80):  # the usual case: one-byte varints
         return first.astype(np.int64), np.ones(len(pos), dtype=np.int64)
-    raw = _bytes_at(buf, pos, 9)
-    more = raw[:, :8] >= 0x80
-    length = np.where(more.all(axis=1), 9, np.argmin(more, axis=1) + 1).astype(np.int64)
-    result = np.zeros(len(pos), dtype=np.int64)
-    if value:
-        for k in range(int(length.max())):
-            byte = raw[:, k].astype(np.int64)
-            step = np.where(k == 8, (result << 8) | byte, (result << 7) | (byte & 0x7F))
-            result = np.where(k < length, step, result)
+    # byte by byte while any varint goes on (a high bit set in all bytes so far): the ninth byte has 8 value bits
+    length = np.ones(len(pos), dtype=np.int64)
+    result = (first & 0x7F).astype(np.int64) if value else np.zeros(len(pos), dtype=np.int64)
+    going = first >= 0x80
+    k = 1
+    while k < 9 and going.any():
+        byte = buf[pos + k]
+        length += going
+        if value:
+            step = (result << 8) | byte if k == 8 else (result << 7) | (byte & 0x7F)
+            np.copyto(result, step, where=going)
+        going &= byte >= 0x80
+        k += 1
     return result, length
 
 
@@ -166,6 +170,8 @@ def _decode(
         raise Unsupported("not a leaf page")
     ncells = (buf[base + 3].astype(np.int64) << 8) | buf[base + 4]
     n = int(ncells.sum())
+    if not n:
+        return 0
     if at + n > out.shape[1]:
         raise Unsupported("more rows than SQLite counts")
     first = np.cumsum(ncells) - ncells
@@ -188,12 +194,15 @@ def _decode(
     offset = record + header_len  # where the current column's value starts
     for col in range(ncols):
         types = serial[col]
+        first_type = int(types[0])
+        uniform = first_type if not np.any(types != first_type) else None  # usually one type for the column
         if col in positions:
             i = positions[col]
-            if np.any(~IS_INT[types]):
+            if not (IS_INT[first_type] if uniform is not None else np.all(IS_INT[types])):
                 raise Unsupported("a value that is not an integer")
-            out[i, at : at + n] = _ints(words, offset, types, fills[i])
-        offset = offset + np.take(SERIAL_SIZE, types)
+            _ints(words, offset, types, fills[i], out[i, at : at + n], uniform)
+        if col + 1 < ncols:  # the last column's values are read already
+            offset += int(SERIAL_SIZE[uniform]) if uniform is not None else np.take(SERIAL_SIZE, types)
     return n
 
 
@@ -202,16 +211,17 @@ def _words(buf: Bytes) -> npt.NDArray[np.int64]:
     return np.ndarray(shape=(len(buf) - 8,), dtype=">i8", buffer=buf, strides=(1,))
 
 
-def _ints(words: npt.NDArray[np.int64], offset: Ints, serial: Bytes, fill: int) -> Ints:
-    """Big-endian two's-complement integers of serial types 1-6, 8 and 9 (NULL -> fill)."""
-    first = int(serial[0]) if len(serial) else 1
-    if not np.any(serial != first):  # the usual case: one serial type for the whole column
-        if first in (0, 8, 9):
-            return np.full(len(serial), fill if first == 0 else first - 8, dtype=np.int64)
-        # Eight bytes read from the value's start, shifted arithmetically, leave the value sign-extended.
-        return words[offset].astype(np.int64) >> (64 - 8 * int(INT_SIZE[first])) % 64
+def _ints(words: npt.NDArray[np.int64], offset: Ints, serial: Bytes, fill: int, out: Ints, uniform: int | None) -> None:
+    """``out`` = the big-endian two's-complement integers of serial types 1-6, 8 and 9 (NULL -> fill);
+    ``uniform``: the one serial type of them all, when there is one."""
+    if uniform is not None:  # the usual case: one serial type for the whole column
+        if uniform in (0, 8, 9):
+            out[...] = fill if uniform == 0 else uniform - 8
+        else:  # eight bytes read from the value's start, shifted arithmetically, leave the value sign-extended
+            np.right_shift(words[offset], (64 - 8 * int(INT_SIZE[uniform])) % 64, out=out)
+        return
     value = words[offset].astype(np.int64) >> (64 - 8 * INT_SIZE[serial]) % 64
     value[serial == 8] = 0
     value[serial == 9] = 1
     value[serial == 0] = fill
-    return value
+    out[...] = value
