@@ -10,7 +10,6 @@ range per step. Reports read time, analysis time (whole trace, and per step rang
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import platform
 import resource
 import sys
@@ -22,21 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _synth():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("nsys_synth", ROOT / "tests" / "fixtures" / "nsys_synth.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["nsys_synth"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def bench(n: int, per_step: int, folder: Path) -> dict[str, float]:
     from launchprobe.analysis.trace_run import build_run
     from launchprobe.analysis.windows import AnalysisOptions
     from launchprobe.collect.nsys_sqlite import read_nsys_sqlite
+    from tests.fixtures import nsys_synth as synth
 
-    synth = _synth()
     path = folder / f"synthetic_{n}.sqlite"
     if not path.exists():
         data = synth.decode_loop(synth.Loop(steps=max(1, n // per_step), kernels_per_step=per_step))

@@ -338,9 +338,6 @@ def analyze_many_run() -> dict[str, Any]:
     """Many windows, analysed by the real pipeline on a constructed timeline: 30 eager steps named ``step N``
     (one slow first step, host overhead growing every tenth), launch-bound, and 12 full-graph ``decode_step``
     replays of longer kernels, GPU-bound."""
-    import importlib.util
-    import sys
-    from pathlib import Path
 
     import numpy as np
     import pandas as pd
@@ -348,15 +345,8 @@ def analyze_many_run() -> dict[str, Any]:
     from launchprobe.analysis.trace_run import build_run
     from launchprobe.analysis.windows import AnalysisOptions
     from launchprobe.timeline import API_CALL_COLUMNS, GPU_OP_COLUMNS, RANGE_COLUMNS, Timeline, api_category, conform
+    from tests.fixtures import nsys_synth as synth
 
-    if "nsys_synth" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "nsys_synth", Path(__file__).parent / "fixtures" / "nsys_synth.py"
-        )
-        assert spec and spec.loader
-        sys.modules["nsys_synth"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules["nsys_synth"])
-    synth = sys.modules["nsys_synth"]
     kernel_names = ["gemv_bf16", "rms_norm", "rotary", "attention_decode", "silu_mul", "gemv_bf16"]
     api_names = {1: "cudaLaunchKernel_v7000", 2: "cudaGraphLaunch_v10000", 3: "cudaStreamSynchronize_v3020"}
     ops, apis, ranges = [], [], []

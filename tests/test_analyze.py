@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,22 +14,9 @@ from launchprobe.analysis.windows import AnalysisOptions, percentile
 from launchprobe.cli import main
 from launchprobe.collect.nsys_sqlite import read_nsys_sqlite
 from launchprobe.timeline import API_CALL_COLUMNS, GPU_OP_COLUMNS, RANGE_COLUMNS, Timeline, api_category, conform
+from tests.fixtures import nsys_synth as synth
 
 US = 1_000
-
-
-def _synth():  # type: ignore[no-untyped-def]
-    if "nsys_synth" in sys.modules:
-        return sys.modules["nsys_synth"]
-    spec = importlib.util.spec_from_file_location("nsys_synth", Path(__file__).parent / "fixtures" / "nsys_synth.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["nsys_synth"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-synth = _synth()
 
 
 def timeline(ops: list[tuple], apis: list[tuple], ranges: list[tuple] = ()) -> Timeline:  # type: ignore[assignment]

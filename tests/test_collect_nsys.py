@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,22 +11,11 @@ import pytest
 from launchprobe.collect import load_trace, sniff_format
 from launchprobe.collect.nsys_sqlite import read_nsys_sqlite
 from launchprobe.errors import BadTraceError, NoDataError
+from tests.fixtures import nsys_synth as synth
 
 TRACES = Path(__file__).parents[1].parent / "shared" / "traces"
 NVFUSER = TRACES / "nsys" / "nvfuser_nsys2025.1.1_report1.sqlite"
 NSYSAI = TRACES / "nsys" / "nsysai_nsys2026.2.1_h100_2gpu_1s.sqlite"
-
-
-def _synth():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("nsys_synth", Path(__file__).parent / "fixtures" / "nsys_synth.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["nsys_synth"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-synth = _synth()
 
 
 @pytest.mark.parametrize("old_schema", [False, True])

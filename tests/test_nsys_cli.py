@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -47,20 +46,10 @@ sys.exit(0 if stop else proc.returncode)
 """
 
 
-def _synth():  # type: ignore[no-untyped-def]
-    if "nsys_synth" in sys.modules:
-        return sys.modules["nsys_synth"]
-    spec = importlib.util.spec_from_file_location("nsys_synth", Path(__file__).parent / "fixtures" / "nsys_synth.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["nsys_synth"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    synth = _synth()
+    from tests.fixtures import nsys_synth as synth
+
     sqlite = synth.write_nsys_sqlite(tmp_path / "fixture.sqlite", synth.decode_loop(synth.Loop(steps=3)))
     binary = tmp_path / "bin" / "nsys"
     binary.parent.mkdir()
