@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
-# One GPU-machine call that measures what docs/performance.md reports and makes the nsys fixtures.
-# Run there as:  source .gpu/setup.sh; bash benchmarks/gpu_session.sh   (results under $OUT)
+# GPU-machine calls that measure what docs/performance.md reports and make the nsys fixtures.
+# Run there as:  source .gpu/setup.sh; bash benchmarks/gpu_session.sh STAGE   (results under $OUT)
+#   nsys: the nsys fixtures of tests/fixtures;  sweep: kernel tuning sweep;  final-a, final-b (or final): the figures
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
 log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) torch $(python3 -c 'import torch; print(torch.__version__)')"
-stage=${1:-all}
-if [[ $stage == all || $stage == tests ]]; then
-  log "gpu tests"; python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -25 | tee -a "$OUT/log.txt"
-fi
-if [[ $stage == all || $stage == kernels ]]; then
-  log "launchprobe classify --shape llama-3-8b --batch 1,64 --kernels"
-  launchprobe classify --shape llama-3-8b --batch 1,64 --kernels -q --output "$OUT/kernels_8b.json" --format plain 2>&1 | tee -a "$OUT/log.txt" | tail -70
-fi
-if [[ $stage == all || $stage == nsys ]]; then
+stage=${1:?usage: gpu_session.sh nsys|sweep|final-a|final-b|final}
+if [[ $stage == nsys ]]; then
   rm -rf /tmp/nt /tmp/n8 /tmp/np
   log "launchprobe nsys around classify tiny --nvtx ops"
   launchprobe nsys --dir /tmp/nt --name tiny -- python3 -m launchprobe classify --shape tiny --batch 1,4 --steps 5 --warmup 2 --nvtx ops -q --format json 2>&1 | tail -40 | tee -a "$OUT/log.txt"
@@ -24,29 +18,6 @@ if [[ $stage == all || $stage == nsys ]]; then
   log "launchprobe nsys around a plain PyTorch script"
   launchprobe nsys --dir /tmp/np --name plain --range 'step.*' -- python3 benchmarks/plain_torch_loop.py 2>&1 | tail -40 | tee -a "$OUT/log.txt"
   gzip -9 -c /tmp/np/plain.sqlite > "$OUT/plain_torch.sqlite.gz"
-fi
-if [[ $stage == all || $stage == perf ]]; then
-  log "gpu tests (workload, kernel pass)"
-  python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernel_pass_gpu.py tests/test_workload.py 2>&1 | tail -5 | tee -a "$OUT/log.txt"
-  log "python3 benchmarks/bench_gemv.py --batches 1,8,16"
-  python3 benchmarks/bench_gemv.py --batches 1,8,16 2>&1 | tee -a "$OUT/log.txt"
-  log "python3 benchmarks/bench_overhead.py"
-  python3 benchmarks/bench_overhead.py 2>&1 | tee -a "$OUT/log.txt"
-  log "default classify with an empty ceilings cache (wall time includes measuring the ceilings)"
-  rm -rf /tmp/fresh-cache
-  /usr/bin/time -f "wall %e s" env XDG_CACHE_HOME=/tmp/fresh-cache launchprobe classify -q --output "$OUT/default.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
-  log "llama-3-70b batch 1, eager and full, per-kernel pass"
-  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels -q --output "$OUT/l70b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
-  log "llama-3-70b and llama-3-8b batch 1 and 8, full graph, Triton GEMV projections"
-  launchprobe classify --shape llama-3-70b --batch 1 --mode full --projections gemv -q --format plain 2>&1 | grep -E "^full|^eager" | tee -a "$OUT/log.txt"
-  launchprobe classify --shape llama-3-8b --batch 1,8 --mode eager,full --projections gemv --kernels -q --output "$OUT/l8b_gemv.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
-  log "llama-3.2-1b batch 1 and 512 at context 128"
-  launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128 -q --output "$OUT/l1b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
-  log "kernels per token, eager batch 1, every preset"
-  for shape in tiny llama-3.2-1b llama-3-8b llama-3-70b; do
-    launchprobe classify --shape $shape --batch 1 --mode eager --steps 5 --warmup 2 -q --format json 2>/dev/null \
-      | python3 -c "import json,sys; r=json.load(sys.stdin)['results'][0]; print('$shape', r['kernels_per_step'], r['kernels_expected'], round(r['step_ms_median'], 3), r['verdict'])" | tee -a "$OUT/log.txt"
-  done
 fi
 if [[ $stage == sweep ]]; then
   log "gpu tests (kernels)"
