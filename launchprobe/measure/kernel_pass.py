@@ -23,6 +23,7 @@ from launchprobe.analysis.kernel_gaps import (
     gap_distribution,
     step_rows,
 )
+from launchprobe.measure.cupti import cuda_intervals
 from launchprobe.measure.markers import Markers
 from launchprobe.workload.model import Op
 from launchprobe.workload.modes import StepRunner, prepare
@@ -133,16 +134,7 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     t_plain = statistics.median(_time_once("cuda", plain.replay) for _ in range(10))
     t_marked = statistics.median(_time_once("cuda", marked.replay) for _ in range(10))
     # Calibrate the pair against CUPTI on these tiny kernels (a known load, not the workload being measured).
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        marked.replay()
-        torch.cuda.synchronize()
-    kernel_ns = [
-        int(e.duration_ns())
-        for e in prof.profiler.kineto_results.events()
-        if e.device_type() == torch.autograd.DeviceType.CUDA
-    ]
+    kernel_ns = [end - start for _, start, end in cuda_intervals(marked.replay)]
     pair = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e6
     if kernel_ns:
         offset, method = pair - statistics.median(kernel_ns), "event pair minus CUPTI kernel duration, tiny kernels"
@@ -228,23 +220,15 @@ def graph_durations(bucket: int, ops: Sequence[Op], repeats: int, pair_offset_ns
 
 def cross_check(step: InstrumentedStep, durations_ns: list[int], costs: EventCosts) -> dict[str, Any]:
     """The same instrumented step seen by CUPTI (torch.profiler) and by the events, compared."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    def block() -> None:
         for _ in range(BLOCK_STEPS):
             step.runner.run()
-        torch.cuda.synchronize()
+
+    kernels = [(start, end) for _, start, end in cuda_intervals(block)]
     _, ends = step.read()
-    kernels = []
-    for event in prof.profiler.kineto_results.events():
-        if event.device_type() == torch.autograd.DeviceType.CUDA:
-            start = int(event.start_ns())
-            kernels.append((start, start + int(event.duration_ns())))
     if not kernels:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
-    kernels.sort()
     per_step = len(kernels) // BLOCK_STEPS
     last = kernels[-per_step:] if per_step else []
     rows = step_rows(step.timings, ends, durations_ns, host_event_ns=costs.host_record_ns, node_event_ns=costs.node_ns)
