@@ -53,6 +53,7 @@ class ClassifyConfig:
     kernel_repeats: int = 5
     nvtx: str = "steps"  # off | steps | ops (measure/markers.py)
     projections: str = "cublas"  # cublas | gemv (workload/model.py)
+    pdl: bool = True  # programmatic dependent launch of the Triton kernels (kernels/triton_ops.py)
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -91,6 +92,7 @@ class ClassifyConfig:
             "kernels": self.kernels,
             "nvtx": self.nvtx,
             "projections": self.projections,
+            "pdl": self.pdl,
         }
 
     def graph_capture_sizes(self) -> list[int] | None:
@@ -284,6 +286,8 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
 
     from launchprobe.workload.modes import prepare
 
+    if config.cuda:
+        _configure_pdl(config)
     run = _new_classify_run(config, env, ceilings)
     modes = [m for m in config.modes if config.cuda or m not in GRAPH_MODES]
     for mode in config.modes:
@@ -309,6 +313,21 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
     run["speedups"] = speedups(run["results"])
     measurer.finish()
     return run
+
+
+def _configure_pdl(config: ClassifyConfig) -> None:
+    """Set the Triton ops' programmatic dependent launch for this run; on a GPU without it, say so and record off."""
+    import torch
+
+    from launchprobe.kernels import triton_ops
+
+    triton_ops.PDL_SETTINGS.enabled = config.pdl
+    if config.pdl and not triton_ops.pdl_active(torch.device(config.device)):
+        config.pdl = False
+        config.notices.append(
+            "programmatic dependent launch needs compute capability 9.0 (Hopper) or later: kernels launch one "
+            "after another without it here"
+        )
 
 
 def _build_model(
@@ -517,6 +536,7 @@ def build_config(
     kernels: bool = False,
     nvtx: str = "steps",
     projections: str = "cublas",
+    pdl: bool = True,
 ) -> ClassifyConfig:
     """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager."""
     from launchprobe.workload.shape import load_shape
@@ -544,6 +564,7 @@ def build_config(
         kernels=kernels,
         nvtx=nvtx,
         projections=projections,
+        pdl=pdl and cuda,
         notices=notices,
     )
     config.validate()

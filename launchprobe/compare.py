@@ -304,9 +304,7 @@ def compare_runs(
     out = Comparison(kind=kind, threshold=threshold, metrics=chosen)
     unknown = [m for m in chosen if m not in table]
     if unknown:
-        out.problems.append(
-            f"unknown metric {', '.join(unknown)} for {kind} runs; choose from {', '.join(table)}"
-        )
+        out.problems.append(f"unknown metric {', '.join(unknown)} for {kind} runs; choose from {', '.join(table)}")
     _check(base, new, out)
     if out.problems:
         return out
@@ -323,9 +321,7 @@ def compare_runs(
         b, n = base_rows[key], new_rows[key]
         for name in chosen:
             m = table[name]
-            out.changes.append(
-                judge(m, key, m.values(b), m.values(n), threshold, m.stored_iqr(b), m.stored_iqr(n))
-            )
+            out.changes.append(judge(m, key, m.values(b), m.values(n), threshold, m.stored_iqr(b), m.stored_iqr(n)))
         verdicts_b = sorted({str(r.get("verdict")) for r in b if r.get("verdict")})
         verdicts_n = sorted({str(r.get("verdict")) for r in n if r.get("verdict")})
         if verdicts_b and verdicts_n and verdicts_b != verdicts_n:

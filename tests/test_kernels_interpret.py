@@ -74,7 +74,8 @@ for b, nh, nkv, d, c, ctx, bn, fused in (
     _case("attention", NO_BF16, b=b, nh=nh, nkv=nkv, d=d, c=c, ctx=ctx, sms=132, bn=bn, fused=fused)
 for b, f in ((1, 96), (3, 1000), (1, 14336)):
     _case("silu_mul", ALL, b=b, f=f)
-# the default: the one-pass kernel (7558c14's, no split), ragged N and K, B=17 falls back to torch.mm
+# the default: batch 1 the CUDA-core kernel (one or several K tiles, ragged), batch 2-16 the one-pass tensor-core
+# kernel (7558c14's, no split), ragged N and K; B=17 falls back to torch.mm
 for b, n, k in ((1, 70, 100), (3, 256, 512), (8, 48, 1024), (16, 33, 64), (17, 20, 30), (1, 100, 1000)):
     _case("gemv", NO_BF16, b=b, n=n, k=k)
 # the one-pass kernel with each row tile (16/32/64 rows: several K tiles, a ragged last tile, N < BLOCK_N)
@@ -208,7 +209,8 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
             cfg = gemv_config(n, k, b, block_n=p["bn"], splits=p["sp"], use_dot=bool(p["dot"]))
         else:
             cfg = gemv_config(n, k, b)
-            checks["default does not split K"] = cfg.splits == 1 and not cfg.split_k
+            checks["default does not split K"] = cfg.splits == 1
+            checks["CUDA cores at batch 1 only"] = cfg.use_dot == (b > 1)
         plan = T.gemv_plan(n, k, b, "cpu", config=cfg)
         errs["splits"] = float(cfg.splits)
         launched: list[str] = []

@@ -24,18 +24,26 @@ ARGS = ("x_ptr", "w_ptr", "out_ptr", "ws_ptr", "cnt_ptr", "n_batch", "N", "K", "
 PTRS = {"x_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
 ALIGNED = {"x_ptr", "w_ptr", "out_ptr", "ws_ptr", "cnt_ptr", "N", "K", "stride_xb", "stride_wn", "stride_ob"}
 # (case, kernel, constexprs)
+NO_PDL = {"PDL": False}
+PDL = {"PDL": True}
 CASES = [
-    ("one-pass bn16", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "EVEN_K": True}),
-    ("one-pass bn64", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 64, "BLOCK_K": 64, "EVEN_K": True}),
+    ("one-pass bn16", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "EVEN_K": True, **NO_PDL}),
+    ("one-pass bn64", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 64, "BLOCK_K": 64, "EVEN_K": True, **NO_PDL}),
     (
         "split-K 4",
         "_gemv_splitk_kernel",
-        {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "SPLITS": 4, "EVEN_K": True, "USE_DOT": True},
+        {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "SPLITS": 4, "EVEN_K": True, "USE_DOT": True, **NO_PDL},
     ),
     (
         "split-K 1",
         "_gemv_splitk_kernel",
-        {"BLOCK_B": 16, "BLOCK_N": 32, "BLOCK_K": 128, "SPLITS": 1, "EVEN_K": True, "USE_DOT": True},
+        {"BLOCK_B": 16, "BLOCK_N": 32, "BLOCK_K": 128, "SPLITS": 1, "EVEN_K": True, "USE_DOT": True, **NO_PDL},
+    ),
+    ("one-pass bn16 PDL", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "EVEN_K": True, **PDL}),
+    (
+        "split-K 4 PDL",
+        "_gemv_splitk_kernel",
+        {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "SPLITS": 4, "EVEN_K": True, "USE_DOT": True, **PDL},
     ),
 ]
 
@@ -66,6 +74,9 @@ def _main() -> None:
             "cp_async_16": len(re.findall(r"cp\.async\.c[ag]\.shared\.global[^;]*, 0x10,", text)),
             "cp_async_narrow": len(re.findall(r"cp\.async\.c[ag]\.shared\.global[^;]*, 0x(?:4|8),", text)),
             "scalar_b16": len(re.findall(r"ld\.global[^ ]*\.b16 ", text)),
+            "gdc_wait": text.count("griddepcontrol.wait"),
+            "gdc_launch": text.count("griddepcontrol.launch_dependents"),
+            "wait_before_first_cp_async": text.find("griddepcontrol.wait") < text.find("cp.async"),
         }
     print(json.dumps(report))
 
@@ -89,6 +100,21 @@ def test_gemv_weight_tiles_are_16_byte_cp_async(report: dict[str, Any], case: st
         pytest.skip(r["skip"])
     assert r["cp_async_16"] > 0 and r["cp_async_narrow"] == 0, r
     assert r["scalar_b16"] == 0, r
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_gemv_waits_for_its_input_only_under_pdl(report: dict[str, Any], case: str) -> None:
+    """Under PDL the kernel waits for the previous kernel once, before loading anything into shared memory, then
+    lets the next one launch; without PDL it has no grid-dependency instructions at all (they need sm_90, and
+    launching without PDL makes them moot)."""
+    r = report[case]
+    if "skip" in r:
+        pytest.skip(r["skip"])
+    if case.endswith("PDL"):
+        assert r["gdc_wait"] == 1 and r["gdc_launch"] == 1, r
+        assert r["wait_before_first_cp_async"], r
+    else:
+        assert r["gdc_wait"] == r["gdc_launch"] == 0, r
 
 
 if __name__ == "__main__":

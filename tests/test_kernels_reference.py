@@ -10,6 +10,7 @@ import torch
 from launchprobe.errors import UsageError
 from launchprobe.kernels import (
     ATTN_BLOCK_N,
+    GEMV_FMA_TUNED,
     AttentionPlan,
     attention_kernels,
     attention_max_splits,
@@ -19,6 +20,7 @@ from launchprobe.kernels import (
     gemv_auto_splits,
     gemv_block_n,
     gemv_config,
+    gemv_fma_tiles,
     gemv_kernels,
     get_ops,
 )
@@ -294,10 +296,11 @@ GEMV_SHAPES = {  # (N, K) of the llama-3 decode projections
 
 
 def test_gemv_config_heuristic_on_h200() -> None:
-    """The default is 7558c14's one-pass GEMV: never split K; 64/32/16 rows, the widest with >= 2 programs/SM."""
-    for batch in (1, 8, 16):
+    """Batch 2-16: 7558c14's one-pass tensor-core GEMV, never split; 64/32/16 rows, the widest with >= 2
+    programs/SM. Batch 1: the CUDA-core kernel, one pass, with the tiles tuned per llama-3 shape."""
+    for batch in (8, 16):
         cfgs = {name: gemv_config(n, k, batch, 132) for name, (n, k) in GEMV_SHAPES.items()}
-        assert all(c.splits == 1 and not c.split_k for c in cfgs.values())
+        assert all(c.splits == 1 and not c.split_k and c.use_dot for c in cfgs.values())
         rows = {name: c.block_n for name, c in cfgs.items()}
         assert rows["8b qkv"] == rows["8b o_proj"] == rows["8b down"] == rows["70b o_proj"] == rows["70b down"] == 16
         assert rows["70b qkv"] == 32
@@ -306,6 +309,16 @@ def test_gemv_config_heuristic_on_h200() -> None:
             assert cfgs[name].programs(n) >= 2 * 132 or rows[name] == 16  # 16: the narrowest there is
             assert cfgs[name].block_n * cfgs[name].block_k == 4096  # 8 KB bf16 tiles
             assert gemv_block_n(n, 132) == rows[name]
+    for name, (n, k) in GEMV_SHAPES.items():
+        one = gemv_config(n, k, 1, 132)
+        assert not one.use_dot and one.splits == 1 and one.split_k  # the CUDA-core path runs the split-K kernel
+        assert (one.block_n, one.block_k, one.num_warps) == GEMV_FMA_TUNED[(n, k)], name
+    # an untuned shape, or another GPU: 8 x 512 tiles, 8 warps while that leaves < 8 programs per SM
+    assert gemv_fma_tiles(4096, 4096, 100) == (8, 512, 8)
+    assert gemv_fma_tiles(65536, 4096, 100) == (8, 512, 4)
+    assert gemv_fma_tiles(1000, 100, 132) == (8, 128, 8)  # K tile shrinks to K (a power of two >= 64)
+    # knobs given at batch 1 select the tensor-core kernel's defaults for the rest (the sweep's candidates)
+    assert gemv_config(4096, 4096, 1, 132, block_n=32, use_dot=True).num_warps == 4
     # split-K stays an explicit option: ead8863's heuristic, for sweeps
     assert gemv_auto_splits(4096, 4096, 1, 132) == 4
     assert gemv_config(4096, 4096, 1, 132, splits=gemv_auto_splits(4096, 4096, 1, 132)).split_k
@@ -319,7 +332,7 @@ def test_gemv_config_covers_k(nk: tuple[int, int], batch: int) -> None:
         cfg = gemv_config(n, k, batch, 132, splits=splits)
         assert cfg.k_split % cfg.block_k == 0  # whole tiles per split: only K's own tail is ragged
         assert (cfg.splits - 1) * cfg.k_split < k <= cfg.splits * cfg.k_split  # no empty split, all of K
-        assert cfg.block_n * cfg.block_k <= 4096 or cfg.block_k == 16
+        assert cfg.block_n * cfg.block_k <= 4096 or cfg.block_k == 16 or not cfg.use_dot
         assert 1 <= cfg.splits <= max(1, cdiv(k, cfg.block_k))
     assert gemv_kernels(batch) == 1
 

@@ -14,10 +14,14 @@ from launchprobe.workload.shape import load_shape
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-def make_model(device: str, layers: int = 2, max_bucket: int = 8, context: int = 64) -> DecodeModel:
+def make_model(
+    device: str, layers: int = 2, max_bucket: int = 8, context: int = 64, projections: str = "cublas"
+) -> DecodeModel:
     shape = load_shape("tiny", {"layers": layers})
     plan = plan_memory(shape, max_bucket, context, "bf16", free_bytes=1 << 34, l2_bytes=1 << 20, headroom=0)
-    return DecodeModel(shape, context=context, dtype="bf16", device=device, max_bucket=max_bucket, plan=plan)
+    return DecodeModel(
+        shape, context=context, dtype="bf16", device=device, max_bucket=max_bucket, plan=plan, projections=projections
+    )
 
 
 def test_cpu_step_runs_every_op_and_writes_logits() -> None:
@@ -106,3 +110,37 @@ def test_relaunched_kernels_compute_what_the_first_call_did() -> None:
         torch.cuda.synchronize()
     # the residual stream is re-initialised by layer 0's norm every step, so each step is the same function
     torch.testing.assert_close(model.logits(4), first, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("projections", ["cublas", "gemv"])
+@pytest.mark.parametrize("bucket", [1, 8])
+def test_pdl_changes_when_kernels_start_not_what_they_compute(projections: str, bucket: int) -> None:
+    """With programmatic dependent launch each Triton kernel starts while the previous one still runs and waits
+    in-kernel for its input: a missing wait would read stale activations. The same step with and without PDL,
+    eager and as one graph, must give the same logits bit for bit (NaN-filled before each run)."""
+    from launchprobe.kernels import triton_ops as T
+
+    if not T.pdl_active(torch.device("cuda")):
+        pytest.skip("no PDL on this GPU (needs compute capability 9.0)")
+    results = {}
+    saved = T.PDL_SETTINGS.enabled
+    try:
+        for pdl in (False, True):
+            T.PDL_SETTINGS.enabled = pdl
+            model = make_model("cuda", layers=4, max_bucket=bucket, context=1024, projections=projections)
+            for mode in ("eager", "full"):
+                runner = prepare(mode, bucket, model.step(bucket), torch.cuda.graph_pool_handle())
+                runner.run()
+                model.logits(bucket).fill_(float("nan"))
+                for _ in range(3):
+                    runner.run()
+                torch.cuda.synchronize()
+                results[(pdl, mode)] = model.logits(bucket).clone()
+    finally:
+        T.PDL_SETTINGS.enabled = saved
+    expected = results[(False, "eager")]
+    assert torch.isfinite(expected.float()).all()
+    for key, logits in results.items():
+        torch.testing.assert_close(logits, expected, rtol=0, atol=0, msg=f"{key} differs")

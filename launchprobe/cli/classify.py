@@ -122,7 +122,14 @@ Examples:
     type=click.Choice(["cublas", "gemv"]),
     default="cublas",
     show_default=True,
-    help="Projection kernels: cuBLAS GEMMs, or launchprobe's Triton GEMV at batch <= 16 (cuBLAS above).",
+    help="Projection kernels: cuBLAS GEMMs (as vLLM), or launchprobe's Triton GEMV at batch <= 16 (cuBLAS above): "
+    "the speed-of-light configuration, 10 kernels per layer.",
+)
+@click.option(
+    "--pdl/--no-pdl",
+    default=True,
+    show_default=True,
+    help="Programmatic dependent launch of the Triton kernels (Hopper+): each starts while the previous one ends.",
 )
 @click.option("--plan", is_flag=True, help="Print the per-step cost model and floors; run nothing.")
 @click.option(
@@ -152,6 +159,7 @@ def classify(
     kernels: bool,
     nvtx: str,
     projections: str,
+    pdl: bool,
     plan: bool,
     fmt: str | None,
     output: Path | None,
@@ -196,6 +204,7 @@ def classify(
             kernels=kernels,
             nvtx=nvtx,
             projections=projections,
+            pdl=pdl,
             device=device,
             capture_sizes=capture_sizes,
             ceilings_source=ceilings_source,

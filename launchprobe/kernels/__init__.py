@@ -81,8 +81,38 @@ GEMV_BLOCK_NS = (64, 32, 16)
 GEMV_PROGRAMS_PER_SM = 4
 GEMV_MIN_TILES_PER_SPLIT = 4
 GEMV_MAX_SPLITS = 16
-# B=1: multiply-and-reduce on CUDA cores instead of a 16-row padded tensor-core dot (a sweep knob).
-GEMV_FMA_AT_BATCH_1 = False
+# Batch 1: the CUDA-core kernel (W straight into registers, two tiles in flight per program, no shared memory,
+# no padded tensor-core dot), one pass over K. Rows per program, K tile and warps by (N, K): the fastest of
+# `benchmarks/bench_speed_of_light.py --sweep` on the H200 (132 SMs) for the llama-3 8B and 70B projections;
+# shapes not listed take GEMV_FMA_DEFAULT, and GPUs with another SM count the rule below it. At 8B this is 14-22%
+# faster than cuBLAS on qkv, o_proj and down and level with it on gate_up (docs/performance.md section 4).
+GEMV_FMA_AT_BATCH_1 = True
+GEMV_FMA_TUNED_SMS = 132
+GEMV_FMA_TUNED: dict[tuple[int, int], tuple[int, int, int]] = {  # (N, K): (block_n, block_k, num_warps)
+    (6144, 4096): (16, 512, 4),  # 8B qkv
+    (4096, 4096): (8, 512, 8),  # 8B o_proj
+    (28672, 4096): (16, 256, 4),  # 8B gate_up
+    (4096, 14336): (8, 512, 8),  # 8B down
+    (128256, 4096): (8, 256, 4),  # 8B lm_head
+    (10240, 8192): (8, 512, 4),  # 70B qkv
+    (8192, 8192): (8, 512, 8),  # 70B o_proj
+    (57344, 8192): (8, 512, 4),  # 70B gate_up
+    (8192, 28672): (8, 512, 8),  # 70B down
+    (128256, 8192): (8, 256, 4),  # 70B lm_head
+}
+GEMV_FMA_DEFAULT = (8, 512, 4)
+
+
+def gemv_fma_tiles(n: int, k: int, num_sms: int = DEFAULT_NUM_SMS) -> tuple[int, int, int]:
+    """(block_n, block_k, num_warps) of the batch-1 CUDA-core GEMV: the tuned entry for this shape on an H200-sized
+    GPU, else 8 rows x 512 columns, with 8 warps when that leaves fewer than 8 programs per SM (more loads in
+    flight per program), else 4. K tiles shrink to fit small K (at least 64 columns)."""
+    tiles = GEMV_FMA_TUNED.get((n, k)) if num_sms == GEMV_FMA_TUNED_SMS else None
+    if tiles is None:
+        block_n, block_k, _ = GEMV_FMA_DEFAULT
+        tiles = (block_n, block_k, 8 if cdiv(n, block_n) < 8 * num_sms else 4)
+    block_n, block_k, warps = tiles
+    return block_n, max(64, min(block_k, _pow2_at_least(k))), warps
 
 
 def cdiv(a: int, b: int) -> int:
@@ -145,29 +175,36 @@ def gemv_config(
     *,
     block_n: int | None = None,
     splits: int | None = None,
-    num_warps: int = GEMV_NUM_WARPS,
+    num_warps: int | None = None,
     num_stages: int = GEMV_STAGES,
     use_dot: bool | None = None,
+    block_k: int | None = None,
 ) -> GemvConfig:
     """Tiles and K splits of ``out[batch, n] = x[batch, k] @ W[n, k].T``; any knob left None is chosen here.
 
-    Default: 7558c14's one-pass GEMV, no split (``splits=None`` means 1): rows per program from
-    ``gemv_block_n``, K tiles of GEMV_TILE_ELEMS elements, 4 warps, 4 stages, tensor-core dot. ``splits > 1``
+    Default at batch 1: the CUDA-core kernel with ``gemv_fma_tiles`` (no split). At batch 2-16: 7558c14's
+    one-pass tensor-core GEMV, no split (``splits=None`` means 1): rows per program from ``gemv_block_n``, K tiles
+    of GEMV_TILE_ELEMS elements, 4 warps, 4 stages. Setting any tile knob at batch 1 leaves the others to the
+    tensor-core defaults (the sweep's candidates). ``splits > 1``
     selects the split-K kernel, K cut in that many ranges of whole tiles (``gemv_auto_splits`` gives the
     old split-K heuristic's count).
     """
+    if use_dot is None:
+        use_dot = not (GEMV_FMA_AT_BATCH_1 and batch == 1)
+    use_dot = use_dot or batch > 1
+    if not use_dot and block_n is None and block_k is None and num_warps is None:
+        block_n, block_k, num_warps = gemv_fma_tiles(n, k, num_sms)
     if block_n is None:
         block_n = gemv_block_n(n, num_sms)
-    block_k = max(16, min(GEMV_TILE_ELEMS // block_n, _pow2_at_least(k)))
+    if block_k is None:
+        block_k = max(16, min(GEMV_TILE_ELEMS // block_n, _pow2_at_least(k)))
     k_tiles = cdiv(k, block_k)
     if splits is None:
         splits = 1
     splits = max(1, min(splits, k_tiles))
     k_split = cdiv(k_tiles, splits) * block_k
     splits = cdiv(k, k_split)  # no empty split
-    if use_dot is None:
-        use_dot = not (GEMV_FMA_AT_BATCH_1 and batch == 1)
-    return GemvConfig(block_n, block_k, splits, k_split, num_warps, num_stages, use_dot or batch > 1)
+    return GemvConfig(block_n, block_k, splits, k_split, num_warps or GEMV_NUM_WARPS, num_stages, use_dot)
 
 
 def gemv_kernels(batch: int) -> int:

@@ -18,11 +18,17 @@ import inspect
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+
+try:
+    import triton.language.extra.cuda as _cuda_ext
+except ImportError:  # pragma: no cover - older triton
+    _cuda_ext = None
 
 from launchprobe.kernels import (
     ATTN_BLOCK_N,
@@ -72,7 +78,64 @@ def num_sms(t: torch.Tensor) -> int:
 _recording: list[tuple[Any, tuple[Any, ...]]] | None = None
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Programmatic dependent launch (PDL, Hopper and later). A decode step is a chain of kernels each of which needs
+# the previous one's output, so without PDL every kernel starts only after the previous one has drained, plus the
+# launch latency: at batch 1 that bubble (HBM idle) is paid ~10 times per layer. Launched with PDL, a kernel may
+# start as soon as every program of the previous kernel has started: its programs are already resident, their
+# set-up done, when the previous kernel ends. Each kernel here waits for the previous one to finish and its
+# writes to be visible (``griddepcontrol.wait``) before it reads anything, and only then lets the next kernel
+# launch (``griddepcontrol.launch_dependents``): at most one kernel runs ahead, and every kernel waits, so
+# completion is still ordered transitively (a kernel done implies all before it done). cuBLAS and torch kernels
+# in between are ordinary launches and wait for everything before them. Inside a CUDA graph the PDL launches
+# become programmatic edges; an event recorded between two kernels (the per-kernel pass) turns the edge back into
+# a full dependency. Prefetching the GEMV's weights or attention's KV tile into L2 before the wait was tried and
+# measured (docs/performance.md section 4): no gain, so the kernels do not.
+
+
+@dataclass
+class PdlSettings:
+    """Whether ops launched from now on use PDL (where the GPU supports it). Read at an op's first call: a bound
+    op keeps what it was recorded with."""
+
+    enabled: bool = True
+
+
+PDL_SETTINGS = PdlSettings()
+# Hopper's griddepcontrol (sm_90+); missing from older Triton.
+_HAVE_GDC = hasattr(_cuda_ext, "gdc_wait") if _cuda_ext is not None else False
+
+
+@functools.cache
+def _capability(index: int | None) -> tuple[int, int]:
+    return tuple(torch.cuda.get_device_capability(index))  # type: ignore[return-value]
+
+
+def pdl_active(device: torch.device) -> bool:
+    """PDL launches for kernels on ``device``: enabled, a CUDA GPU of compute capability >= 9.0, compiled code."""
+    return (
+        PDL_SETTINGS.enabled
+        and _HAVE_GDC
+        and device.type == "cuda"
+        and os.environ.get("TRITON_INTERPRET") != "1"
+        and _capability(device.index) >= (9, 0)
+    )
+
+
+@triton.jit
+def _wait_for_inputs(PDL: tl.constexpr):
+    """Under PDL: wait until the previous kernel has finished (its writes visible), then let the next launch."""
+    if PDL:
+        _cuda_ext.gdc_wait()
+        _cuda_ext.gdc_launch_dependents()
+
+
 def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
+    device = next(a.device for a in args if isinstance(a, torch.Tensor))
+    if pdl_active(device):
+        kwargs.update(PDL=True, launch_pdl=True)
+    else:
+        kwargs["PDL"] = False
     compiled = kernel[grid](*args, **kwargs)
     if _recording is not None:
         params = {name: value for name, value in kwargs.items() if name in kernel.arg_names}
@@ -83,7 +146,9 @@ def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> No
 
 
 # Ops that are nothing but Triton launches (no torch work inside), so their recorded launches are the whole op.
-RELAUNCHABLE = frozenset({"rmsnorm", "add_rmsnorm", "rotary", "kv_write", "silu_mul", "attention"})
+# ``gemv`` is one Triton launch up to GEMV_MAX_BATCH rows and torch.mm above: a call that recorded no launch is
+# not replayed but called again.
+RELAUNCHABLE = frozenset({"rmsnorm", "add_rmsnorm", "rotary", "kv_write", "silu_mul", "attention", "gemv"})
 
 
 def bind(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
@@ -96,6 +161,8 @@ def bind(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
     def first_then_replay() -> None:
         global _recording
         if state["recorded"]:
+            if not launches:
+                fn(*args)
             for runner, values in launches:
                 runner(*values)
             return
@@ -151,7 +218,9 @@ def _rmsnorm_kernel(
     STORE_SUM: tl.constexpr,
     ONE_PASS: tl.constexpr,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    _wait_for_inputs(PDL)
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     r_row = res_ptr + row * stride_res
@@ -294,7 +363,9 @@ def _rotary_kernel(
     HALF: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    _wait_for_inputs(PDL)
     b = tl.program_id(0).to(tl.int64)
     blk = tl.program_id(1)
     pos = tl.load(pos_ptr + b).to(tl.float32)
@@ -372,7 +443,9 @@ def _kv_write_kernel(
     stride_vcb,
     stride_vcc,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    _wait_for_inputs(PDL)
     b = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     pos = tl.load(pos_ptr + b).to(tl.int64)
@@ -478,6 +551,7 @@ def _attn_split_kernel(
     MERGE_G: tl.constexpr,
     MERGE_S: tl.constexpr,
     MERGE_CHUNK: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     split = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -488,15 +562,16 @@ def _attn_split_kernel(
     gmask = g < GROUP
     dmask = d < HEAD_DIM
     heads = kvh * GROUP + g
+    k_base = k_ptr + b * stride_kb + kvh * stride_kh
+    v_base = v_ptr + b * stride_vb + kvh * stride_vh
+    lo = split * split_tokens
+    hi = tl.minimum(lo + split_tokens, context_len)
+    _wait_for_inputs(PDL)
     q = tl.load(
         q_ptr + b * stride_qb + heads[:, None] * HEAD_DIM + d[None, :],
         mask=gmask[:, None] & dmask[None, :],
         other=0.0,
     )
-    k_base = k_ptr + b * stride_kb + kvh * stride_kh
-    v_base = v_ptr + b * stride_vb + kvh * stride_vh
-    lo = split * split_tokens
-    hi = tl.minimum(lo + split_tokens, context_len)
     m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, BLOCK_D], dtype=tl.float32)
@@ -592,7 +667,9 @@ def _attn_reduce_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_S: tl.constexpr,
     CHUNK_S: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    _wait_for_inputs(PDL)
     row = tl.program_id(0).to(tl.int64)  # b * num_heads + h
     b = row // num_heads
     h = row % num_heads
@@ -778,7 +855,8 @@ def attention(
 
 
 @triton.jit
-def _silu_mul_kernel(gu_ptr, out_ptr, n_cols, stride_gu, stride_out, BLOCK: tl.constexpr):
+def _silu_mul_kernel(gu_ptr, out_ptr, n_cols, stride_gu, stride_out, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    _wait_for_inputs(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -862,6 +940,7 @@ def _gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -870,6 +949,7 @@ def _gemv_kernel(
     nmask = rn < N
     bmask = rb < n_batch
     w_rows = w_ptr + rn[:, None].to(tl.int64) * stride_wn
+    _wait_for_inputs(PDL)
     x_rows = x_ptr + rb[:, None] * stride_xb
     acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -909,6 +989,7 @@ def _gemv_splitk_kernel(
     SPLITS: tl.constexpr,
     EVEN_K: tl.constexpr,
     USE_DOT: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
@@ -920,6 +1001,7 @@ def _gemv_splitk_kernel(
     w_rows = w_ptr + rn[:, None].to(tl.int64) * stride_wn
     lo = tl.multiple_of(pid_s * k_split, BLOCK_K)  # k_split is whole tiles (gemv checks): keeps 16-byte loads
     hi = tl.minimum(lo + k_split, K)
+    _wait_for_inputs(PDL)
     if USE_DOT:
         x_rows = x_ptr + rb[:, None] * stride_xb
         acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
@@ -933,19 +1015,31 @@ def _gemv_splitk_kernel(
                 w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
                 x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
             acc += tl.dot(x, tl.trans(w))
-    else:  # BLOCK_B == 1
-        acc1 = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k0 in range(lo, hi, BLOCK_K):
+    else:  # BLOCK_B == 1: CUDA cores, W straight into registers, products summed across K once at the end.
+        # Loads that feed no tl.dot are not software-pipelined by Triton, so the loop is pipelined by hand: the
+        # next tile's loads are issued before the current tile's multiply (two tiles in flight per program).
+        acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        if EVEN_K:  # every split is whole tiles: the first one is full
+            w_cur = tl.load(w_rows + (lo + rk)[None, :], mask=nmask[:, None], other=0.0)
+            x_cur = tl.load(x_ptr + lo + rk)
+        else:
+            kmask0 = (lo + rk) < hi
+            w_cur = tl.load(w_rows + (lo + rk)[None, :], mask=nmask[:, None] & kmask0[None, :], other=0.0)
+            x_cur = tl.load(x_ptr + lo + rk, mask=kmask0, other=0.0)
+        for k0 in range(lo + BLOCK_K, hi, BLOCK_K):
             kk = k0 + rk
             if EVEN_K:
-                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
-                x1 = tl.load(x_ptr + kk)
+                w_nxt = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
+                x_nxt = tl.load(x_ptr + kk)
             else:
                 kmask = kk < hi
-                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
-                x1 = tl.load(x_ptr + kk, mask=kmask, other=0.0)
-            acc1 += tl.sum(w.to(tl.float32) * x1.to(tl.float32)[None, :], axis=1)
-        acc = acc1[None, :]
+                w_nxt = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+                x_nxt = tl.load(x_ptr + kk, mask=kmask, other=0.0)
+            acc2 += w_cur.to(tl.float32) * x_cur.to(tl.float32)[None, :]
+            w_cur = w_nxt
+            x_cur = x_nxt
+        acc2 += w_cur.to(tl.float32) * x_cur.to(tl.float32)[None, :]
+        acc = tl.sum(acc2, axis=1)[None, :]
     omask = bmask[:, None] & nmask[None, :]
     out_ptrs = out_ptr + rb[:, None] * stride_ob + rn[None, :]
     if SPLITS == 1:

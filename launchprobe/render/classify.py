@@ -113,6 +113,9 @@ def _header(run: dict[str, Any]) -> list[tuple[str, str]]:
                 f"{v.integer(config.get('steps'))} timed, {v.integer(config.get('warmup_steps'))} warm-up",
             )
         )
+        kernels = _kernels_text(config)
+        if kernels:
+            fields.append(("kernels", kernels))
     fields += [
         ("device", common.device_text(env)),
         ("software", common.software_text(env)),
@@ -140,6 +143,22 @@ def ceilings_text(ceilings: Any) -> str:
     if ceilings.get("measured_at"):
         source += f" {str(ceilings['measured_at'])[:10]}"  # the date is enough here
     return f"{text} ({source})"
+
+
+def _kernels_text(config: dict[str, Any]) -> str:
+    """Which projection kernels ran and whether PDL was on (run files from before these options have neither)."""
+    if config.get("device") == "cpu":
+        return "plain-torch reference ops (CPU path)"
+    parts = []
+    projections = config.get("projections")
+    if projections == "gemv":
+        parts.append("projections: launchprobe GEMV (batch <= 16), cuBLAS above")
+    elif projections == "cublas":
+        parts.append("projections: cuBLAS")
+    pdl = config.get("pdl")
+    if isinstance(pdl, bool):
+        parts.append(f"programmatic dependent launch {'on' if pdl else 'off'}")
+    return ", ".join(parts)
 
 
 def _memory_text(memory: Any, shape: dict[str, Any]) -> str:

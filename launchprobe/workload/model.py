@@ -23,7 +23,7 @@ TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.flo
 # new key and value into the KV cache.
 EAGER_IN_PIECEWISE = frozenset({"kv_write", "attention"})
 
-PROJECTIONS = ("cublas", "gemv")  # GEMMs through torch.mm, or launchprobe's Triton GEMV for small batches
+PROJECTIONS = ("cublas", "gemv")  # torch.mm (cuBLAS, as vLLM), or launchprobe's Triton GEMV up to batch 16
 
 WEIGHT_STD = 0.02  # random weights, never zeros: zeros can run faster than real data
 
