@@ -39,20 +39,26 @@ if [[ $stage == final || $stage == final-a ]]; then
   /usr/bin/time -f "wall %e s" env XDG_CACHE_HOME=/tmp/fresh-cache launchprobe classify --output "$OUT/default.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
   log "launchprobe classify --shape llama-3-8b --batch 1,64 --kernels"
   launchprobe classify --shape llama-3-8b --batch 1,64 --kernels -q --output "$OUT/kernels_8b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3-8b --batch 1 --mode eager,full --kernels --projections gemv"
+  launchprobe classify --shape llama-3-8b --batch 1 --mode eager,full --kernels --projections gemv -q --output "$OUT/kernels_8b_gemv.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
 fi
 if [[ $stage == final || $stage == final-b ]]; then
-  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels"
-  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --kernels -q --output "$OUT/l70b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
+  log "python3 benchmarks/bench_speed_of_light.py --samples 5"
+  python3 benchmarks/bench_speed_of_light.py --samples 5 2>&1 | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20"
+  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20 -q --output "$OUT/l70b_gemv.json" --format plain 2>&1 | sed -n '/Decode step/,/^$/p' | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --steps 20"
+  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --steps 20 -q --output "$OUT/l70b.json" --format plain 2>&1 | sed -n '/Decode step/,/^$/p' | tee -a "$OUT/log.txt"
   log "python3 benchmarks/bench_gemv.py --batches 1,8"
   python3 benchmarks/bench_gemv.py --batches 1,8 2>&1 | tee -a "$OUT/log.txt"
-  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20"
-  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20 -q --format plain 2>&1 | sed -n '/Decode step/,/^$/p' | tee -a "$OUT/log.txt"
   log "launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128"
   launchprobe classify --shape llama-3.2-1b --batch 1,512 --context 128 -q --output "$OUT/l1b.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
-  log "kernels per token: launchprobe classify --shape S --batch 1 --mode eager --steps 5 --warmup 2, every preset"
-  for shape in tiny llama-3.2-1b llama-3-8b llama-3-70b; do
-    launchprobe classify --shape $shape --batch 1 --mode eager --steps 5 --warmup 2 -q --format json 2>/dev/null \
-      | python3 -c "import json,sys; r=json.load(sys.stdin)['results'][0]; print('$shape', r['kernels_per_step'], r['kernels_expected'], round(r['step_ms_median'], 3), r['verdict'])" | tee -a "$OUT/log.txt"
+  log "kernels per token: launchprobe classify --shape S --batch 1 --mode eager --steps 5 --warmup 2 [--projections gemv], every preset"
+  for proj in cublas gemv; do
+    for shape in tiny llama-3.2-1b llama-3-8b llama-3-70b; do
+      launchprobe classify --shape $shape --batch 1 --mode eager --steps 5 --warmup 2 --projections $proj -q --format json 2>/dev/null \
+        | python3 -c "import json,sys; r=json.load(sys.stdin)['results'][0]; print('$shape $proj', r['kernels_per_step'], r['kernels_expected'], round(r['step_ms_median'], 3), r['verdict'])" | tee -a "$OUT/log.txt"
+    done
   done
   log "launchprobe nsys --range 'kernel_pass.*' --range 'decode_step.*' -- launchprobe classify --shape llama-3-8b --batch 1 --mode eager,full --kernels"
   rm -rf /tmp/nx
