@@ -45,8 +45,8 @@ fi
 if [[ $stage == final || $stage == final-b ]]; then
   log "python3 benchmarks/bench_speed_of_light.py --samples 5"
   python3 benchmarks/bench_speed_of_light.py --samples 5 2>&1 | tee -a "$OUT/log.txt"
-  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20"
-  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20 -q --output "$OUT/l70b_gemv.json" --format plain 2>&1 | sed -n '/Decode step/,/^$/p' | tee -a "$OUT/log.txt"
+  log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20 --kernels"
+  launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --projections gemv --steps 20 --kernels -q --output "$OUT/l70b_gemv.json" --format plain 2>&1 | tee -a "$OUT/log.txt"
   log "launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --steps 20"
   launchprobe classify --shape llama-3-70b --batch 1 --mode eager,full --steps 20 -q --output "$OUT/l70b.json" --format plain 2>&1 | sed -n '/Decode step/,/^$/p' | tee -a "$OUT/log.txt"
   log "python3 benchmarks/bench_gemv.py --batches 1,8"
