@@ -306,16 +306,18 @@ def test_gemv_launches_one_kernel(nk: tuple[int, int], batch: int) -> None:
 
 
 def _gemv_configs(n: int, k: int, batch: int) -> list[GemvConfig]:
-    """The default (one-pass kernel), the one-pass kernel at each row tile, split-K options, CUDA-core B=1."""
+    """The default (batch 1: the CUDA-core kernel with its tuned tiles; else the one-pass tensor-core kernel), the
+    tensor-core kernel at each row tile, split-K options, and at batch 1 CUDA-core tiles and splits."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     cfgs = [gemv_config(n, k, batch, sms)]
-    assert cfgs[0].splits == 1 and not cfgs[0].split_k
+    assert cfgs[0].splits == 1 and cfgs[0].use_dot == (batch > 1)
     auto = gemv_auto_splits(n, k, batch, sms)
     for block_n, splits in ((16, 1), (32, 1), (64, 1), (32, 3), (64, 8), (32, 16), (32, auto)):
-        cfgs.append(gemv_config(n, k, batch, sms, block_n=block_n, splits=splits))
+        cfgs.append(gemv_config(n, k, batch, sms, block_n=block_n, splits=splits, use_dot=True))
     if batch == 1:
-        cfgs.append(gemv_config(n, k, batch, sms, use_dot=False))
         cfgs.append(gemv_config(n, k, batch, sms, splits=4, use_dot=False))
+        for block_n, block_k, warps in ((8, 512, 8), (16, 256, 4), (32, 1024, 8)):
+            cfgs.append(gemv_config(n, k, 1, sms, block_n=block_n, block_k=block_k, num_warps=warps, use_dot=False))
     return cfgs
 
 
