@@ -64,6 +64,8 @@ def test_cpu_path_end_to_end_json_and_run_file(cache_dir: Path, tmp_path: Path) 
         assert record["tokens_per_s"] == pytest.approx(record["batch"] / record["step_ms_median"] * 1e3)
         assert record["kernels_per_step"] is None  # not observable on the CPU, never assumed
     assert run["ceilings"]["source"] in ("measured", "cached")
+    # the CPU path runs the plain-torch reference: no Triton kernels, so no programmatic dependent launch
+    assert run["config"]["projections"] == "cublas" and run["config"]["pdl"] is False
 
 
 def test_plain_report_is_the_default_when_piped(cache_dir: Path) -> None:
@@ -99,6 +101,7 @@ def test_plan_runs_nothing_and_reports_costs(tmp_path: Path) -> None:
         (["--context", "0"], "--context must be at least 1"),
         (["--steps", "1"], "--steps must be at least 3"),
         (["--batch", "600", "--plan"], "above the largest capture size 512"),
+        (["--projections", "cutlass"], "'cutlass' is not one of 'cublas', 'gemv'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

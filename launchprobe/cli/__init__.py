@@ -72,8 +72,12 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("launchprobe: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except click.UsageError as exc:  # one line, like every other error, not click's three
+        where = exc.ctx.command_path if exc.ctx is not None else "launchprobe"
+        click.echo(f"launchprobe: error: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"launchprobe: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

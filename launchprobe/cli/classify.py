@@ -46,6 +46,8 @@ Examples:
   launchprobe classify --shape my-model.toml --set layers=4 --set hidden=2048
   launchprobe classify --plan --shape llama-3-70b --batch 1,64
   launchprobe classify --kernels --batch 1,64 --plot plots/     # per-kernel gaps, timeline PNGs
+  launchprobe classify --batch 1 --mode full --projections gemv   # speed of light: Triton GEMV, PDL
+  launchprobe classify --batch 1 --projections gemv --no-pdl      # what programmatic dependent launch buys
   launchprobe classify --format json > run.json
   launchprobe classify --output run.json                  # save the run; re-render with `launchprobe report`
 """
