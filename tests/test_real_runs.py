@@ -69,6 +69,7 @@ def test_report_and_self_compare_of_a_real_run(tmp_path: Path) -> None:
     path = str(FIXTURES / "h200_classify_default.json")
     plain = run_cli("report", path, "--format", "plain")
     assert plain.returncode == 0 and "NVIDIA H200" in plain.stdout and "memory-bound" in plain.stdout
+    assert "kernels   projections: cuBLAS, programmatic dependent launch on" in plain.stdout
     csv = run_cli("report", path, "--format", "csv")
     assert csv.returncode == 0 and len(csv.stdout.strip().splitlines()) == 13
     same = run_cli("compare", path, path)
