@@ -83,9 +83,6 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-HBM_WARMUP_S = 0.3
-
-
 def measure_hbm_read(device: str, *, buffer_bytes: int, buffers: int = 4, repeats: int = 20) -> float:
     """Bytes/s of ``x.sum()`` over rotating buffers, each far larger than the last-level cache."""
     import torch
@@ -94,19 +91,12 @@ def measure_hbm_read(device: str, *, buffer_bytes: int, buffers: int = 4, repeat
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     n = buffer_bytes // (2 if dtype == torch.bfloat16 else 4)
     xs = [torch.empty(n, dtype=dtype, device=device).normal_() for _ in range(buffers)]
-    # Warm-up long enough for the GPU's clocks to settle: a ceiling measured as the run's first GPU work read
-    # 3.90 TB/s where the same sums read 4.1-4.2 a moment later, and the cached value serves every later run.
-    deadline = time.perf_counter() + HBM_WARMUP_S
-    while True:
-        for x in xs:
-            x.sum()
-        _sync(device)
-        if time.perf_counter() >= deadline:
-            break
+    for x in xs:  # warm-up
+        x.sum()
     rates = []
     for i in range(repeats):
         x = xs[i % buffers]
-        seconds = _time_once(device, x.sum)
+        seconds = _time_once(device, x.sum, lead_in=xs[(i - 1) % buffers].sum)
         rates.append(x.numel() * x.element_size() / seconds)
     return float(statistics.median(rates))
 
@@ -121,7 +111,9 @@ def measure_matmul(device: str, dtype: str, *, size: int, repeats: int = 10) -> 
     b = torch.empty(size, size, dtype=tdtype, device=device).normal_()
     c = torch.empty(size, size, dtype=tdtype, device=device)
     torch.mm(a, b, out=c)
-    times = [_time_once(device, lambda: torch.mm(a, b, out=c)) for _ in range(repeats)]
+    times = [
+        _time_once(device, lambda: torch.mm(a, b, out=c), lead_in=lambda: torch.mm(a, b, out=c)) for _ in range(repeats)
+    ]
     return 2 * size**3 / statistics.median(times)
 
 
@@ -157,7 +149,7 @@ def measure_graph_node_ns(*, nodes: int = 800, replays: int = 20) -> float:
         for _ in range(nodes):
             x.add_(1)
     graph.replay()
-    times = [_time_once("cuda", graph.replay) for _ in range(replays)]
+    times = [_time_once("cuda", graph.replay, lead_in=graph.replay) for _ in range(replays)]
     return statistics.median(times) * 1e9 / nodes
 
 
@@ -168,12 +160,21 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _time_once(device: str, fn: Any) -> float:
-    """Seconds for one call: CUDA events on a GPU, the wall clock on CPU."""
+def _time_once(device: str, fn: Any, lead_in: Any = None) -> float:
+    """Seconds for one call: CUDA events on a GPU, the wall clock on CPU.
+
+    On a GPU, ``lead_in`` (GPU work of its own, at least as long as the host takes to launch ``fn``) runs first,
+    untimed, so that the start event fires when it ends, with ``fn``'s kernels already queued behind it. Without
+    it the host's launch of ``fn`` after the start event is timed as well, and a 2 GiB ``x.sum()`` takes only
+    0.5 ms: runs on a slow host (a bare launch 8.7-11 us instead of 6.3-7.6) measured the HBM ceiling at 3.90-3.94
+    TB/s instead of 4.14-4.21 (docs/performance.md).
+    """
     if device.startswith("cuda"):
         import torch
 
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if lead_in is not None:
+            lead_in()
         start.record()
         fn()
         end.record()
