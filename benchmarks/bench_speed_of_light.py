@@ -17,13 +17,11 @@ rotating weights, PDL as set) and adds a variant that uses the fastest configura
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -47,8 +45,6 @@ class Variant:
     projections: str  # cublas | gemv
     pdl: bool
     tuned: bool = False  # GEMV configs from the sweep
-    release_first: bool = False  # PDL: let the next kernel launch before waiting
-    attention: tuple[tuple[str, Any], ...] = ()  # attention_plan knobs
 
 
 def projection_shapes(shape: Shape) -> dict[str, tuple[int, int]]:
@@ -163,8 +159,6 @@ def run_shape(shape: Shape, variants: list[Variant], tuned: dict[tuple[int, int]
     logits = {}
     for v in variants:
         T.PDL_SETTINGS.enabled = v.pdl
-        T.PDL_SETTINGS.release_first = v.release_first
-        model.ops.attention_plan = functools.partial(T.attention_plan, **dict(v.attention))  # type: ignore[method-assign]
         T._GEMV_PLANS.clear()
         if v.tuned:
             for (n, k), cfg in tuned.items():
@@ -211,7 +205,6 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", default="llama-3-8b,llama-3-70b")
     parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--explore", action="store_true", help="add PDL-order and attention-knob variants")
     parser.add_argument("--samples", type=int, default=7)
     args = parser.parse_args()
     props = torch.cuda.get_device_properties(0)
@@ -230,14 +223,6 @@ def main() -> None:
             Variant("gemv, no PDL", "gemv", False),
             Variant("gemv, PDL", "gemv", True),
         ]
-        if args.explore:
-            variants += [
-                Variant("gemv, PDL release first", "gemv", True, release_first=True),
-                Variant("gemv, PDL, attention tiles of 32", "gemv", True, attention=(("block_n", 32),)),
-                Variant("gemv, PDL, attention 1 program/SM", "gemv", True, attention=(("programs_per_sm", 1),)),
-                Variant("gemv, PDL, attention 4 programs/SM", "gemv", True, attention=(("programs_per_sm", 4),)),
-                Variant("gemv, PDL, attention 2 warps", "gemv", True, attention=(("num_warps", 2),)),
-            ]
         if tuned:
             variants += [
                 Variant("gemv swept, no PDL", "gemv", False, tuned=True),

@@ -99,7 +99,6 @@ class PdlSettings:
     op keeps what it was recorded with."""
 
     enabled: bool = True
-    release_first: bool = False  # let the next kernel launch before waiting (several kernels may run ahead)
 
 
 PDL_SETTINGS = PdlSettings()
@@ -125,22 +124,18 @@ def pdl_active(device: torch.device) -> bool:
 
 @triton.jit
 def _wait_for_inputs(PDL: tl.constexpr):
-    """PDL 1: wait until the previous kernel has finished (its writes visible), then let the next launch.
-    PDL 2: the other way round. PDL 0: launched without PDL, nothing to do."""
-    if PDL == 1:
+    """Under PDL: wait until the previous kernel has finished (its writes visible), then let the next launch."""
+    if PDL:
         _cuda_ext.gdc_wait()
         _cuda_ext.gdc_launch_dependents()
-    elif PDL == 2:
-        _cuda_ext.gdc_launch_dependents()
-        _cuda_ext.gdc_wait()
 
 
 def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
     device = next(a.device for a in args if isinstance(a, torch.Tensor))
     if pdl_active(device):
-        kwargs.update(PDL=2 if PDL_SETTINGS.release_first else 1, launch_pdl=True)
+        kwargs.update(PDL=True, launch_pdl=True)
     else:
-        kwargs["PDL"] = 0
+        kwargs["PDL"] = False
     compiled = kernel[grid](*args, **kwargs)
     if _recording is not None:
         params = {name: value for name, value in kwargs.items() if name in kernel.arg_names}
