@@ -45,6 +45,7 @@ class Variant:
     projections: str  # cublas | gemv
     pdl: bool
     tuned: bool = False  # GEMV configs from the sweep
+    w_hint: int = 0  # cache hint of the GEMV's weight loads (triton_ops._load_w)
 
 
 def projection_shapes(shape: Shape) -> dict[str, tuple[int, int]]:
@@ -159,6 +160,7 @@ def run_shape(shape: Shape, variants: list[Variant], tuned: dict[tuple[int, int]
     logits = {}
     for v in variants:
         T.PDL_SETTINGS.enabled = v.pdl
+        T.GEMV_W_HINT = v.w_hint
         T._GEMV_PLANS.clear()
         if v.tuned:
             for (n, k), cfg in tuned.items():
@@ -174,6 +176,7 @@ def run_shape(shape: Shape, variants: list[Variant], tuned: dict[tuple[int, int]
         logits[v.label] = model.logits(1).clone()
         runners[v.label] = runner
     vars(T.PDL_SETTINGS).update(vars(T.PdlSettings()))  # back to the defaults
+    T.GEMV_W_HINT = 0
     per: dict[str, list[float]] = {v.label: [] for v in variants}
     for _ in range(samples):
         for v in variants:
@@ -205,6 +208,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", default="llama-3-8b,llama-3-70b")
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--hints", action="store_true", help="add GEMV weight-load cache-hint variants")
     parser.add_argument("--samples", type=int, default=7)
     args = parser.parse_args()
     props = torch.cuda.get_device_properties(0)
@@ -223,6 +227,11 @@ def main() -> None:
             Variant("gemv, no PDL", "gemv", False),
             Variant("gemv, PDL", "gemv", True),
         ]
+        if args.hints:
+            variants += [
+                Variant("gemv, PDL, weights .cg", "gemv", True, w_hint=1),
+                Variant("gemv, PDL, weights evict_first", "gemv", True, w_hint=2),
+            ]
         if tuned:
             variants += [
                 Variant("gemv swept, no PDL", "gemv", False, tuned=True),

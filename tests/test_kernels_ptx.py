@@ -26,24 +26,26 @@ ALIGNED = {"x_ptr", "w_ptr", "out_ptr", "ws_ptr", "cnt_ptr", "N", "K", "stride_x
 # (case, kernel, constexprs)
 NO_PDL = {"PDL": False}
 PDL = {"PDL": True}
+SPLITK_NO_PDL = {"W_HINT": 0, **NO_PDL}
+SPLITK_PDL = {"W_HINT": 0, **PDL}
 CASES = [
     ("one-pass bn16", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "EVEN_K": True, **NO_PDL}),
     ("one-pass bn64", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 64, "BLOCK_K": 64, "EVEN_K": True, **NO_PDL}),
     (
         "split-K 4",
         "_gemv_splitk_kernel",
-        {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "SPLITS": 4, "EVEN_K": True, "USE_DOT": True, **NO_PDL},
+        {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "SPLITS": 4, "EVEN_K": True, "USE_DOT": True, **SPLITK_NO_PDL},
     ),
     (
         "split-K 1",
         "_gemv_splitk_kernel",
-        {"BLOCK_B": 16, "BLOCK_N": 32, "BLOCK_K": 128, "SPLITS": 1, "EVEN_K": True, "USE_DOT": True, **NO_PDL},
+        {"BLOCK_B": 16, "BLOCK_N": 32, "BLOCK_K": 128, "SPLITS": 1, "EVEN_K": True, "USE_DOT": True, **SPLITK_NO_PDL},
     ),
     ("one-pass bn16 PDL", "_gemv_kernel", {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "EVEN_K": True, **PDL}),
     (
         "split-K 4 PDL",
         "_gemv_splitk_kernel",
-        {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "SPLITS": 4, "EVEN_K": True, "USE_DOT": True, **PDL},
+        {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 256, "SPLITS": 4, "EVEN_K": True, "USE_DOT": True, **SPLITK_PDL},
     ),
 ]
 

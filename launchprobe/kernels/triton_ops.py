@@ -969,6 +969,18 @@ def _gemv_kernel(
     )
 
 
+@triton.jit
+def _load_w(ptrs, mask, W_HINT: tl.constexpr):
+    """A tile of weights, read once: W_HINT 0 plain, 1 not cached in L1 (.cg), 2 first out of L2 (evict_first)."""
+    if W_HINT == 1:
+        w = tl.load(ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+    elif W_HINT == 2:
+        w = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        w = tl.load(ptrs, mask=mask, other=0.0)
+    return w
+
+
 @triton.jit(do_not_specialize=["n_batch", "k_split"])
 def _gemv_splitk_kernel(
     x_ptr,
@@ -989,6 +1001,7 @@ def _gemv_splitk_kernel(
     SPLITS: tl.constexpr,
     EVEN_K: tl.constexpr,
     USE_DOT: tl.constexpr,
+    W_HINT: tl.constexpr,
     PDL: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
@@ -1020,20 +1033,20 @@ def _gemv_splitk_kernel(
         # next tile's loads are issued before the current tile's multiply (two tiles in flight per program).
         acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
         if EVEN_K:  # every split is whole tiles: the first one is full
-            w_cur = tl.load(w_rows + (lo + rk)[None, :], mask=nmask[:, None], other=0.0)
+            w_cur = _load_w(w_rows + (lo + rk)[None, :], nmask[:, None], W_HINT)
             x_cur = tl.load(x_ptr + lo + rk)
         else:
             kmask0 = (lo + rk) < hi
-            w_cur = tl.load(w_rows + (lo + rk)[None, :], mask=nmask[:, None] & kmask0[None, :], other=0.0)
+            w_cur = _load_w(w_rows + (lo + rk)[None, :], nmask[:, None] & kmask0[None, :], W_HINT)
             x_cur = tl.load(x_ptr + lo + rk, mask=kmask0, other=0.0)
         for k0 in range(lo + BLOCK_K, hi, BLOCK_K):
             kk = k0 + rk
             if EVEN_K:
-                w_nxt = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
+                w_nxt = _load_w(w_rows + kk[None, :], nmask[:, None], W_HINT)
                 x_nxt = tl.load(x_ptr + kk)
             else:
                 kmask = kk < hi
-                w_nxt = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+                w_nxt = _load_w(w_rows + kk[None, :], nmask[:, None] & kmask[None, :], W_HINT)
                 x_nxt = tl.load(x_ptr + kk, mask=kmask, other=0.0)
             acc2 += w_cur.to(tl.float32) * x_cur.to(tl.float32)[None, :]
             w_cur = w_nxt
@@ -1095,6 +1108,10 @@ def _cached_gemv_plan(n: int, k: int, batch: int, device: torch.device) -> GemvP
             )
         plan = _GEMV_PLANS[key] = gemv_plan(n, k, batch, device)
     return plan
+
+
+# Cache hint of the CUDA-core GEMV's weight loads (see _load_w); read at an op's first call.
+GEMV_W_HINT = 0
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, plan: GemvPlan | None = None) -> None:
@@ -1170,6 +1187,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, plan: GemvPlan | N
         SPLITS=cfg.splits,
         EVEN_K=k % cfg.block_k == 0,
         USE_DOT=use_dot,
+        W_HINT=GEMV_W_HINT,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
