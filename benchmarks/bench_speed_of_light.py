@@ -45,7 +45,7 @@ class Variant:
     projections: str  # cublas | gemv
     pdl: bool
     tuned: bool = False  # GEMV configs from the sweep
-    w_hint: int = 0  # cache hint of the GEMV's weight loads (triton_ops._load_w)
+    w_hint: int = 2  # cache hint of the GEMV's weight loads (triton_ops._load_w; 2, evict_first, is the default)
 
 
 def projection_shapes(shape: Shape) -> dict[str, tuple[int, int]]:
@@ -176,7 +176,7 @@ def run_shape(shape: Shape, variants: list[Variant], tuned: dict[tuple[int, int]
         logits[v.label] = model.logits(1).clone()
         runners[v.label] = runner
     vars(T.PDL_SETTINGS).update(vars(T.PdlSettings()))  # back to the defaults
-    T.GEMV_W_HINT = 0
+    T.GEMV_W_HINT = 2
     per: dict[str, list[float]] = {v.label: [] for v in variants}
     for _ in range(samples):
         for v in variants:
@@ -229,8 +229,8 @@ def main() -> None:
         ]
         if args.hints:
             variants += [
+                Variant("gemv, PDL, weights plain loads", "gemv", True, w_hint=0),
                 Variant("gemv, PDL, weights .cg", "gemv", True, w_hint=1),
-                Variant("gemv, PDL, weights evict_first", "gemv", True, w_hint=2),
             ]
         if tuned:
             variants += [

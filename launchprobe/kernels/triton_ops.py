@@ -1110,8 +1110,10 @@ def _cached_gemv_plan(n: int, k: int, batch: int, device: torch.device) -> GemvP
     return plan
 
 
-# Cache hint of the CUDA-core GEMV's weight loads (see _load_w); read at an op's first call.
-GEMV_W_HINT = 0
+# Cache hint of the CUDA-core GEMV's weight loads (see _load_w); read at an op's first call. evict_first: the
+# weights, read once, leave L1 to x; llama-3-8b's full-graph step at batch 1 went 4.199 -> 4.153 ms with it (.cg:
+# 4.198), side by side in `bench_speed_of_light.py --hints` on the H200 (docs/performance.md section 4).
+GEMV_W_HINT = 2
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, plan: GemvPlan | None = None) -> None:
