@@ -9,14 +9,14 @@ them to try others (benchmarks/bench_kernels_sweep.py sweeps them). Run on a GPU
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from graph_timing import time_graph  # noqa: E402  (benchmarks/, on the path as the script's folder)
 
 from launchprobe.kernels import AttentionTuning, cdiv  # noqa: E402
 from launchprobe.kernels import reference as R  # noqa: E402
@@ -24,28 +24,6 @@ from launchprobe.kernels import triton_ops as T  # noqa: E402
 
 MODELS = {"8b": (32, 8), "70b": (64, 8)}  # name: (q heads, kv heads); head_dim 128
 HEAD_DIM = 128
-
-
-def time_graph(call: Callable[[int], None], calls: int, reps: int = 7) -> float:
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call(0)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            call(i)
-    graph.replay()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / calls)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """cuBLAS (torch.mm) against launchprobe's Triton GEMV on the decode projections, achieved HBM bandwidth.
 
-The Triton GEMV is one launch per call (by default one pass over K, no split: 7558c14's kernel; split-K configs
-reduce inside the kernel); the last column shows the configuration its heuristic picked (rows per program, K
-tile, K splits). benchmarks/bench_kernels_sweep.py tries others.
+The Triton GEMV is one launch per call (by default one pass over K, no split: at batch 1 the CUDA-core kernel, at
+batch 2-16 7558c14's tensor-core kernel; split-K configs reduce inside the kernel); the last column shows the
+configuration its heuristic picked (rows per program, K tile, K splits). benchmarks/bench_kernels_sweep.py tries others.
 
 Each call reads its weight from HBM: weights rotate over copies whose total is far above the L2 cache, and calls
 are replayed from a CUDA graph so launch overhead stays out. Run on a GPU:
@@ -12,13 +12,14 @@ are replayed from a CUDA graph so launch overhead stays out. Run on a GPU:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from graph_timing import time_graph  # noqa: E402  (benchmarks/, on the path as the script's folder)
 
 SHAPES = {
     # name: (N, K) of y[B, N] = x[B, K] @ W[N, K].T
@@ -42,26 +43,10 @@ def bench(fn_name: str, n: int, k: int, batch: int, copies: int, calls: int) -> 
     ws = [torch.empty(n, k, dtype=torch.bfloat16, device="cuda").normal_(0, 0.02) for _ in range(copies)]
     x = torch.randn(batch, k, dtype=torch.bfloat16, device="cuda")
     out = torch.empty(batch, n, dtype=torch.bfloat16, device="cuda")
-    side = torch.cuda.Stream()
-    with torch.cuda.stream(side):
-        for w in ws:  # compiles, and makes the GEMV plan (workspace, counters) before capture
-            fn(x, w, out)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fn(x, ws[i % copies], out)
-    graph.replay()
-    times = []
-    for _ in range(7):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / calls)
+    # warm-up over every copy: compiles, and makes the GEMV plan (workspace, counters) before capture
+    seconds = time_graph(lambda i: fn(x, ws[i % copies], out), calls, warm=copies)
     bytes_moved = 2 * (n * k + batch * k + batch * n)
-    return bytes_moved / statistics.median(times)
+    return bytes_moved / seconds
 
 
 def main() -> None:

@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from launchprobe.environment import nvidia_smi_query  # noqa: E402
+
 
 def clocks() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,power.draw,pstate", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return "nvidia-smi unavailable"
+    return nvidia_smi_query("clocks.sm,clocks.mem,power.draw,pstate") or "nvidia-smi unavailable"
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ Prints one table per shape, then the recommended configuration per shape class. 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +28,8 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from graph_timing import time_graph  # noqa: E402  (benchmarks/, on the path as the script's folder)
 
 from launchprobe.kernels import (  # noqa: E402
     AttentionTuning,
@@ -68,32 +69,6 @@ class OutOfTime(Exception):
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
-
-
-def time_graph(call: Callable[[int], None], calls: int, warm: int, reps: int) -> float:
-    """Seconds per call: ``calls`` calls (call(i) uses copy i % copies) captured in one graph, median of reps."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(warm):
-            call(i)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            call(i)
-    graph.replay()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / calls)
-    del graph
-    return statistics.median(times)
 
 
 @dataclass
@@ -233,7 +208,7 @@ def sweep_gemv(budget: float, calls: int, reps: int) -> dict[tuple[str, int], tu
                         rows.append(Row(label, err=err, note=f"WRONG rel err {err:.2e}"))
                         continue
                     note = "" if cfg is None or torch.equal(out, first) else "NONDETERMINISTIC"
-                    sec = time_graph(call, nc, copies, reps)
+                    sec = time_graph(call, nc, warm=copies, reps=reps)
                     rows.append(Row(label, sec * 1e6, bytes_per_call / sec / 1e12, err, note))
                     if cfg is not None and cfg == gemv_config(n, k, batch, sms):
                         DEFAULT_US[("gemv", shape, batch)] = sec * 1e6
@@ -344,7 +319,7 @@ def sweep_attention(budget: float, calls: int, reps: int) -> dict[tuple[str, int
                         rows.append(Row(label, err=err, note=f"WRONG rel err {err:.2e}"))
                         continue
                     note = "" if torch.equal(out, first) else "NONDETERMINISTIC"
-                    sec = time_graph(call, calls, min(copies, 4), reps)
+                    sec = time_graph(call, calls, warm=min(copies, 4), reps=reps)
                     rows.append(Row(label, sec * 1e6, kv_bytes / sec / 1e12, err, note))
                     if name.startswith("default:"):
                         DEFAULT_US[("attention", model, batch)] = sec * 1e6

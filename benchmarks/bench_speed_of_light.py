@@ -27,6 +27,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from graph_timing import time_graph  # noqa: E402  (benchmarks/, on the path as the script's folder)
+
 from launchprobe.kernels import GemvConfig, cdiv, gemv_config  # noqa: E402
 from launchprobe.kernels import triton_ops as T  # noqa: E402
 from launchprobe.measure.ceilings import measure_hbm_read  # noqa: E402
@@ -79,21 +81,7 @@ def time_gemv(n: int, k: int, cfg: GemvConfig | None, copies: int, ws: list[torc
     err = float((out.float() - ref).norm() / ref.norm())
     if not err < 1e-2:
         raise RuntimeError(f"config {cfg} is wrong: relative error {err:.2e}")
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            call(i)
-    graph.replay()
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
+    return time_graph(call, calls, warm=0, reps=5) * 1e6
 
 
 def sweep_gemv(shape: Shape, sms: int, l2: int) -> dict[tuple[int, int], GemvConfig]:

@@ -36,10 +36,11 @@ def describe(device: str) -> dict[str, Any]:
     return env
 
 
-def driver_version() -> str | None:
+def nvidia_smi_query(fields: str) -> str | None:
+    """``nvidia-smi --query-gpu=FIELDS`` for the first GPU, as one CSV line; None without nvidia-smi or on error."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -48,6 +49,10 @@ def driver_version() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def driver_version() -> str | None:
+    return nvidia_smi_query("driver_version")
 
 
 def cpu_cache_bytes() -> int:
