@@ -115,7 +115,7 @@ def kernel_pass(mode: str, layers: int = 32) -> dict[str, Any]:
     """A simulated instrumented step at batch 1: the host issues launches, the GPU runs them in order."""
     ops = [("embed", 2.0)] + [op for _ in range(layers) for op in LAYER_OPS] + [("final_norm", 2.0), ("lm_head", 250.0)]
     host_us, gpu_us = 0.0, 0.0
-    kernels = []
+    kernels: list[dict[str, Any]] = []
     for index, (op, duration) in enumerate(ops):
         eager_op = mode == "eager" or (mode == "piecewise" and op in ("kv_write", "attention"))
         host_us += 39.5 if eager_op else 1.0  # torch dispatch + launch + the pass's own events, per eager op

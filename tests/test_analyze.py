@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -120,7 +121,7 @@ def test_percentile_is_inverted_cdf() -> None:
     assert percentile([], 50) is None
 
 
-def _loop_db(tmp_path: Path, loop: object, **kwargs: object) -> tuple[Path, dict[str, np.ndarray]]:
+def _loop_db(tmp_path: Path, loop: synth.Loop, **kwargs: Any) -> tuple[Path, dict[str, np.ndarray]]:
     data = synth.decode_loop(loop)
     return synth.write_nsys_sqlite(tmp_path / "loop.sqlite", data, **kwargs), data
 
@@ -233,7 +234,9 @@ def test_cli_range_never_occurs(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "decode_step" in capsys.readouterr().err
 
 
-def test_cli_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_nsys_rep_without_nsys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     rep = tmp_path / "r.nsys-rep"
     rep.write_bytes(b"not really")
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -229,7 +229,8 @@ def invoke(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
 
     def run(*args: object) -> Result:
         try:
-            code = main(["compare", *map(str, args)]) or 0
+            main(["compare", *map(str, args)])
+            code = 0
         except SystemExit as exc:
             code = int(exc.code or 0)
         out = capsys.readouterr()

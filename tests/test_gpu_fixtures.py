@@ -150,17 +150,18 @@ class Trace:
         lo, hi = rng.start, max(rng.end, max(op.end for op in mine))
         on_device = sorted((op for op in self.ops if op.device == device), key=lambda op: (op.start, op.end))
         # busy: union of every op on the device, clipped to the window
-        busy, cur_s, cur_e = 0, None, None
+        busy = 0
+        cur: tuple[int, int] | None = None  # the stretch of merged ops being built
         for op in on_device:
             s, e = max(op.start, lo), min(op.end, hi)
             if e <= s:
                 continue
-            if cur_e is None or s > cur_e:
-                busy += 0 if cur_e is None else cur_e - cur_s
-                cur_s, cur_e = s, e
+            if cur is None or s > cur[1]:
+                busy += 0 if cur is None else cur[1] - cur[0]
+                cur = (s, e)
             else:
-                cur_e = max(cur_e, e)
-        busy += 0 if cur_e is None else cur_e - cur_s
+                cur = (cur[0], max(cur[1], e))
+        busy += 0 if cur is None else cur[1] - cur[0]
         # idle stretches of the whole device, classified, then clipped to the window
         split = {"host_wait": 0, "short_gap": 0, "other": 0}
         stretches = []

@@ -211,7 +211,7 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
             cfg = gemv_config(n, k, b)
             checks["default does not split K"] = cfg.splits == 1
             checks["CUDA cores at batch 1 only"] = cfg.use_dot == (b > 1)
-        plan = T.gemv_plan(n, k, b, "cpu", config=cfg)
+        gplan = T.gemv_plan(n, k, b, "cpu", config=cfg)
         errs["splits"] = float(cfg.splits)
         launched: list[str] = []
         launch = T._launch
@@ -222,7 +222,7 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
 
         T._launch = counting
         try:
-            T.gemv(x, w, o_t, plan)
+            T.gemv(x, w, o_t, gplan)
         finally:
             T._launch = launch
         if b <= GEMV_MAX_BATCH:
@@ -235,10 +235,10 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
         checks["nothing written past the rows"] = bool(big[:, n:].isnan().all())
         first = o_t.clone()
         o_t.fill_(nan)
-        T.gemv(x, w, o_t, plan)  # again: the counters were reset, the fixed-order reduce is deterministic
+        T.gemv(x, w, o_t, gplan)  # again: the counters were reset, the fixed-order reduce is deterministic
         checks["second call identical"] = bool(torch.equal(o_t, first))
-        if plan is not None and plan.counters is not None:
-            checks["counters back to zero"] = not bool(plan.counters.any())
+        if gplan.counters is not None:
+            checks["counters back to zero"] = not bool(gplan.counters.any())
     else:  # pragma: no cover
         raise ValueError(op)
     return {"errs": errs, "checks": checks}

@@ -14,7 +14,8 @@ from launchprobe.runfile import save_run
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
     try:
-        code = main([*map(str, args)]) or 0
+        main([*map(str, args)])
+        code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
     out = capsys.readouterr()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +57,7 @@ def test_pages_equal_sql_on_real_exports(tmp_path: Path) -> None:
     assert checked >= 5
 
 
-def _table(path: Path, values: list[tuple[object, ...]], *, wal: bool = False) -> sqlite3.Connection:
+def _table(path: Path, values: Sequence[tuple[object, ...]], *, wal: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(path)
     if wal:
         conn.execute("PRAGMA journal_mode=WAL")
