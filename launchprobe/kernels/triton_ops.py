@@ -950,23 +950,29 @@ def _gemv_kernel(
     bmask = rb < n_batch
     w_rows = w_ptr + rn[:, None].to(tl.int64) * stride_wn
     _wait_for_inputs(PDL)
-    x_rows = x_ptr + rb[:, None] * stride_xb
     acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + rk
-        if EVEN_K:
-            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
-            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None], other=0.0)
-        else:
-            kmask = kk < K
-            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
-            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
-        acc += tl.dot(x, tl.trans(w))
+    acc = _dot_tiles(acc, x_ptr + rb[:, None] * stride_xb, w_rows, rk, 0, K, nmask, bmask, BLOCK_K, EVEN_K)
     tl.store(
         out_ptr + rb[:, None] * stride_ob + rn[None, :],
         acc.to(out_ptr.dtype.element_ty),
         mask=bmask[:, None] & nmask[None, :],
     )
+
+
+@triton.jit
+def _dot_tiles(acc, x_rows, w_rows, rk, lo, hi, nmask, bmask, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+    """``acc += x[:, lo:hi] @ W[rows, lo:hi].T`` in [rows, BLOCK_K] tiles, on tensor cores (x padded to BLOCK_B)."""
+    for k0 in range(lo, hi, BLOCK_K):
+        kk = k0 + rk
+        if EVEN_K:
+            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
+            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None], other=0.0)
+        else:
+            kmask = kk < hi
+            w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+            x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
+        acc += tl.dot(x, tl.trans(w))
+    return acc
 
 
 @triton.jit
@@ -1016,18 +1022,8 @@ def _gemv_splitk_kernel(
     hi = tl.minimum(lo + k_split, K)
     _wait_for_inputs(PDL)
     if USE_DOT:
-        x_rows = x_ptr + rb[:, None] * stride_xb
         acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
-        for k0 in range(lo, hi, BLOCK_K):
-            kk = k0 + rk
-            if EVEN_K:
-                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None], other=0.0)
-                x = tl.load(x_rows + kk[None, :], mask=bmask[:, None], other=0.0)
-            else:
-                kmask = kk < hi
-                w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
-                x = tl.load(x_rows + kk[None, :], mask=bmask[:, None] & kmask[None, :], other=0.0)
-            acc += tl.dot(x, tl.trans(w))
+        acc = _dot_tiles(acc, x_ptr + rb[:, None] * stride_xb, w_rows, rk, lo, hi, nmask, bmask, BLOCK_K, EVEN_K)
     else:  # BLOCK_B == 1: CUDA cores, W straight into registers, products summed across K once at the end.
         # Loads that feed no tl.dot are not software-pipelined by Triton, so the loop is pipelined by hand: the
         # next tile's loads are issued before the current tile's multiply (two tiles in flight per program).
