@@ -1,8 +1,9 @@
 """Sweep the Triton GEMV and attention tuning knobs on the GPU: correctness first, then speed, then the winners.
 
-GEMV: the 9 llama-3 8B/70B projection shapes at B=1, 8, 16; cuBLAS, the default one-pass Triton GEMV (7558c14's
-kernel, restored; "old (no split)"), ead8863's split-K heuristic and the split-K GEMV over a few (rows per
-program, K splits, stages, warps, CUDA-core B=1) choices. Attention: llama-3
+GEMV: the 9 llama-3 8B/70B projection shapes at B=1, 8, 16; cuBLAS, the default (at B=1 the CUDA-core kernel
+with its tuned tiles, above it 7558c14's one-pass tensor-core kernel, "old (no split)"), ead8863's split-K
+heuristic, the tensor-core kernels over a few (rows per program, K splits, stages, warps) choices and, at B=1, the
+CUDA-core kernel over (rows, K tile, warps, K splits): where `GEMV_FMA_TUNED` comes from. Attention: llama-3
 8B (32 q heads / 8 kv heads) and 70B (64 / 8), head_dim 128, context 1024, B=1, 8, 64, over tile size, split
 target, fused or two-kernel reduce, warps and stages.
 
@@ -107,7 +108,7 @@ def old_gemv_config(n: int, k: int, sms: int) -> GemvConfig:
     """The GEMV before split-K (7558c14), restored as the default: widest of 64/32/16 rows with >= 2 programs per
     SM, one program per row tile, no split; ``T.gemv`` runs it with the one-pass kernel (``_gemv_kernel``)."""
     block_n = next((b for b in (64, 32, 16) if cdiv(n, b) >= 2 * sms), 16)
-    cfg = gemv_config(n, k, 1, sms, block_n=block_n, splits=1)
+    cfg = gemv_config(n, k, 1, sms, block_n=block_n, splits=1, use_dot=True)
     assert not cfg.split_k
     return cfg
 
@@ -115,7 +116,8 @@ def old_gemv_config(n: int, k: int, sms: int) -> GemvConfig:
 def splitk_gemv_config(n: int, k: int, batch: int, sms: int) -> GemvConfig:
     """ead8863's split-K default (32/64 rows, splits for one wave of 4 programs per SM): the split-K kernel."""
     block_n = 64 if cdiv(n, 64) >= 2 * sms else 32
-    return gemv_config(n, k, batch, sms, block_n=block_n, splits=gemv_auto_splits(n, k, batch, sms, block_n))
+    splits = gemv_auto_splits(n, k, batch, sms, block_n)
+    return gemv_config(n, k, batch, sms, block_n=block_n, splits=splits, use_dot=True)
 
 
 def cfg_name(c: GemvConfig) -> str:
@@ -136,20 +138,25 @@ def gemv_variants(n: int, k: int, batch: int, sms: int) -> list[tuple[str, GemvC
     ]
     for block_n in (32, 64):
         for splits in (1, 2, 4, 8):
-            grid = gemv_config(n, k, batch, sms, block_n=block_n, splits=splits)
+            grid = gemv_config(n, k, batch, sms, block_n=block_n, splits=splits, use_dot=True)
             if grid.programs(n) <= 8 * sms and grid.k_split >= 2 * grid.block_k:
                 cands.append(("", grid))
-    cands.append(("", gemv_config(n, k, batch, sms, block_n=16, splits=max(1, default.splits // 2))))
+    cands.append(("", gemv_config(n, k, batch, sms, block_n=16, splits=max(1, default.splits // 2), use_dot=True)))
     cands += [
         ("default stages 3", replace(default, num_stages=3)),
         ("default stages 6", replace(default, num_stages=6)),
         ("default warps 8", replace(default, num_warps=8)),
     ]
-    if batch == 1:
-        cands.append(("default fma", replace(default, use_dot=False)))
-        cands.append(
-            ("fma 2x splits", gemv_config(n, k, batch, sms, splits=min(16, 2 * default.splits), use_dot=False))
-        )
+    if batch == 1:  # the CUDA-core kernel's tiles (the default's come from GEMV_FMA_TUNED): rows, K tile, warps, splits
+        for block_n in (8, 16, 32):
+            for block_k in (256, 512, 1024, 2048):
+                for warps in (4, 8):
+                    if not 16 <= block_n * block_k // (32 * warps) <= 64:
+                        continue  # fp32 products per thread: too few loads in flight, or spills
+                    for splits in (1, 2, 4):
+                        if k // splits >= 2 * block_k:
+                            fma = dict(block_n=block_n, block_k=block_k, num_warps=warps, splits=splits)
+                            cands.append(("", gemv_config(n, k, 1, sms, use_dot=False, **fma)))
     out: list[tuple[str, GemvConfig | None]] = []
     seen: set[GemvConfig | None] = set()
     for label, c in cands:

@@ -321,7 +321,7 @@ def _configure_pdl(config: ClassifyConfig) -> None:
 
     from launchprobe.kernels import triton_ops
 
-    triton_ops.PDL_SETTINGS.enabled = config.pdl
+    triton_ops.PDL_ENABLED = config.pdl
     if config.pdl and not triton_ops.pdl_active(torch.device(config.device)):
         config.pdl = False
         config.notices.append(

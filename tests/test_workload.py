@@ -126,10 +126,10 @@ def test_pdl_changes_when_kernels_start_not_what_they_compute(projections: str, 
     if not T.pdl_active(torch.device("cuda")):
         pytest.skip("no PDL on this GPU (needs compute capability 9.0)")
     results = {}
-    saved = T.PDL_SETTINGS.enabled
+    saved = T.PDL_ENABLED
     try:
         for pdl in (False, True):
-            T.PDL_SETTINGS.enabled = pdl
+            T.PDL_ENABLED = pdl
             model = make_model("cuda", layers=4, max_bucket=bucket, context=1024, projections=projections)
             for mode in ("eager", "full"):
                 runner = prepare(mode, bucket, model.step(bucket), torch.cuda.graph_pool_handle())
@@ -140,7 +140,7 @@ def test_pdl_changes_when_kernels_start_not_what_they_compute(projections: str, 
                 torch.cuda.synchronize()
                 results[(pdl, mode)] = model.logits(bucket).clone()
     finally:
-        T.PDL_SETTINGS.enabled = saved
+        T.PDL_ENABLED = saved
     expected = results[(False, "eager")]
     assert torch.isfinite(expected.float()).all()
     for key, logits in results.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -181,35 +182,28 @@ def classify(
     modes = parse_modes(mode_values)
     capture_sizes = None if capture_text == "vllm" else parse_int_list(capture_text, "--capture-sizes")
     batches = parse_int_list(batch_text, "--batch") if batch_text else None
+    workload: dict[str, Any] = dict(
+        shape_spec=shape_spec,
+        overrides=shape_overrides,
+        batches=batches,
+        context=context,
+        modes=modes,
+        dtype=dtype,
+        device=device,
+        capture_sizes=capture_sizes,
+        ceilings_source=ceilings_source,
+    )
     if plan:
-        run = job.plan_from_options(
-            shape_spec=shape_spec,
-            overrides=shape_overrides,
-            batches=batches,
-            context=context,
-            modes=modes,
-            dtype=dtype,
-            device=device,
-            capture_sizes=capture_sizes,
-            ceilings_source=ceilings_source,
-        )
+        run = job.plan_from_options(**workload)
     else:
         run = job.classify_from_options(
-            shape_spec=shape_spec,
-            overrides=shape_overrides,
-            batches=batches,
-            context=context,
-            modes=modes,
-            dtype=dtype,
+            **workload,
             warmup=warmup,
             steps=steps,
             kernels=kernels,
             nvtx=nvtx,
             projections=projections,
             pdl=pdl,
-            device=device,
-            capture_sizes=capture_sizes,
-            ceilings_source=ceilings_source,
             remeasure=remeasure_ceilings,
             progress=not quiet,
         )

@@ -81,12 +81,12 @@ GEMV_BLOCK_NS = (64, 32, 16)
 GEMV_PROGRAMS_PER_SM = 4
 GEMV_MIN_TILES_PER_SPLIT = 4
 GEMV_MAX_SPLITS = 16
-# Batch 1: the CUDA-core kernel (W straight into registers, two tiles in flight per program, no shared memory,
-# no padded tensor-core dot), one pass over K. Rows per program, K tile and warps by (N, K): the fastest of
-# `benchmarks/bench_speed_of_light.py --sweep` on the H200 (132 SMs) for the llama-3 8B and 70B projections;
-# shapes not listed take GEMV_FMA_DEFAULT, and GPUs with another SM count the rule below it. At 8B this is 14-22%
-# faster than cuBLAS on qkv, o_proj and down and level with it on gate_up (docs/performance.md section 4).
-GEMV_FMA_AT_BATCH_1 = True
+# Batch 1 (by default): the CUDA-core kernel (W straight into registers, two tiles in flight per program, no shared
+# memory, no padded tensor-core dot), one pass over K. Rows per program, K tile and warps by (N, K): the fastest of
+# a sweep on the H200 (132 SMs) for the llama-3 8B and 70B projections (`benchmarks/bench_kernels_sweep.py --only
+# gemv` sweeps these tiles); shapes not listed take GEMV_FMA_DEFAULT, and GPUs with another SM count the rule below
+# it. At 8B this reads 9-30% faster than cuBLAS on qkv, o_proj and down and level with it on gate_up
+# (`benchmarks/bench_gemv.py`, docs/performance.md section 4).
 GEMV_FMA_TUNED_SMS = 132
 GEMV_FMA_TUNED: dict[tuple[int, int], tuple[int, int, int]] = {  # (N, K): (block_n, block_k, num_warps)
     (6144, 4096): (16, 512, 4),  # 8B qkv
@@ -182,16 +182,14 @@ def gemv_config(
 ) -> GemvConfig:
     """Tiles and K splits of ``out[batch, n] = x[batch, k] @ W[n, k].T``; any knob left None is chosen here.
 
-    Default at batch 1: the CUDA-core kernel with ``gemv_fma_tiles`` (no split). At batch 2-16: 7558c14's
-    one-pass tensor-core GEMV, no split (``splits=None`` means 1): rows per program from ``gemv_block_n``, K tiles
-    of GEMV_TILE_ELEMS elements, 4 warps, 4 stages. Setting any tile knob at batch 1 leaves the others to the
-    tensor-core defaults (the sweep's candidates). ``splits > 1``
-    selects the split-K kernel, K cut in that many ranges of whole tiles (``gemv_auto_splits`` gives the
-    old split-K heuristic's count).
+    Batch 1 runs the CUDA-core kernel unless ``use_dot=True``; it takes the tiles of ``gemv_fma_tiles`` when no
+    tile knob (``block_n``, ``block_k``, ``num_warps``) is given, and the tensor-core defaults below for the knobs
+    left unset otherwise. Batch 2-16 (or ``use_dot=True``): 7558c14's one-pass tensor-core GEMV, no split
+    (``splits=None`` means 1): rows per program from ``gemv_block_n``, K tiles of GEMV_TILE_ELEMS elements, 4 warps,
+    4 stages. ``splits > 1`` selects the split-K kernel, K cut in that many ranges of whole tiles
+    (``gemv_auto_splits`` gives the old split-K heuristic's count).
     """
-    if use_dot is None:
-        use_dot = not (GEMV_FMA_AT_BATCH_1 and batch == 1)
-    use_dot = use_dot or batch > 1
+    use_dot = batch > 1 if use_dot is None else use_dot or batch > 1
     if not use_dot and block_n is None and block_k is None and num_warps is None:
         block_n, block_k, num_warps = gemv_fma_tiles(n, k, num_sms)
     if block_n is None:

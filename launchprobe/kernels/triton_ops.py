@@ -18,7 +18,6 @@ import inspect
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -93,15 +92,9 @@ _recording: list[tuple[Any, tuple[Any, ...]]] | None = None
 # measured (docs/performance.md section 4): no gain, so the kernels do not.
 
 
-@dataclass
-class PdlSettings:
-    """Whether ops launched from now on use PDL (where the GPU supports it). Read at an op's first call: a bound
-    op keeps what it was recorded with."""
-
-    enabled: bool = True
-
-
-PDL_SETTINGS = PdlSettings()
+# Whether ops launched from now on use PDL (where the GPU supports it). Read at an op's first call: a bound op
+# keeps what it was recorded with.
+PDL_ENABLED = True
 # Hopper's griddepcontrol (sm_90+); missing from older Triton.
 _HAVE_GDC = hasattr(_cuda_ext, "gdc_wait") if _cuda_ext is not None else False
 
@@ -114,7 +107,7 @@ def _capability(index: int | None) -> tuple[int, int]:
 def pdl_active(device: torch.device) -> bool:
     """PDL launches for kernels on ``device``: enabled, a CUDA GPU of compute capability >= 9.0, compiled code."""
     return (
-        PDL_SETTINGS.enabled
+        PDL_ENABLED
         and _HAVE_GDC
         and device.type == "cuda"
         and os.environ.get("TRITON_INTERPRET") != "1"
