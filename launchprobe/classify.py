@@ -319,8 +319,9 @@ def _configure_pdl(config: ClassifyConfig) -> None:
     """Set the Triton ops' programmatic dependent launch for this run; on a GPU without it, say so and record off."""
     import torch
 
-    from launchprobe.kernels import triton_ops
+    from launchprobe.kernels import triton_ops_module
 
+    triton_ops = triton_ops_module()
     triton_ops.PDL_ENABLED = config.pdl
     if config.pdl and not triton_ops.pdl_active(torch.device(config.device)):
         config.pdl = False

@@ -37,6 +37,21 @@ def test_get_ops_picks_reference_on_cpu() -> None:
         get_ops("cpu", impl="nope")
 
 
+def test_triton_ops_without_triton_is_a_missing_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """classify on a GPU box without triton: one line and exit 5 (MissingToolError), not an ImportError traceback."""
+    import sys
+
+    import launchprobe.kernels as kernels
+    from launchprobe.errors import MissingToolError
+
+    monkeypatch.delattr(kernels, "triton_ops", raising=False)
+    monkeypatch.setitem(sys.modules, "launchprobe.kernels.triton_ops", None)  # importing it now fails
+    with pytest.raises(MissingToolError, match="need the triton package"):
+        kernels.triton_ops_module()
+    with pytest.raises(MissingToolError, match="need the triton package"):
+        kernels.get_ops("cuda")
+
+
 def test_kernels_package_does_not_import_torch_or_triton() -> None:
     import subprocess
     import sys

@@ -412,13 +412,24 @@ class Ops(Protocol):
 IMPLS = ("torch", "triton")
 
 
+def triton_ops_module() -> Any:
+    """``launchprobe.kernels.triton_ops``, imported on first use; a missing triton is a MissingToolError."""
+    from launchprobe.errors import MissingToolError
+
+    try:
+        from launchprobe.kernels import triton_ops
+    except ImportError as exc:
+        raise MissingToolError(f"the Triton kernels need the triton package: {exc}") from exc
+    return triton_ops
+
+
 def get_ops(device_type: str, impl: str | None = None) -> Ops:
     """The ops for a device: ``"cuda"`` gives the Triton kernels, anything else the torch reference.
 
     ``impl`` forces one: ``"torch"`` (the unfused reference, any device) or ``"triton"`` (CUDA, or CPU tensors
     under ``TRITON_INTERPRET=1``).
     """
-    from launchprobe.errors import MissingToolError, UsageError
+    from launchprobe.errors import UsageError
 
     chosen = impl or ("triton" if device_type == "cuda" else "torch")
     if chosen == "torch":
@@ -426,9 +437,5 @@ def get_ops(device_type: str, impl: str | None = None) -> Ops:
 
         return TorchOps()
     if chosen == "triton":
-        try:
-            from launchprobe.kernels.triton_ops import TritonOps
-        except ImportError as exc:
-            raise MissingToolError(f"the Triton kernels need the triton package: {exc}") from exc
-        return TritonOps()
+        return triton_ops_module().TritonOps()
     raise UsageError(f"unknown kernel implementation {chosen!r}; choose one of {', '.join(IMPLS)}")
