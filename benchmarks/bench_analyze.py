@@ -45,7 +45,7 @@ def bench(n: int, per_step: int, folder: Path) -> dict[str, float]:
         "read_s": t1 - t0,
         "whole_s": t2 - t1,
         "ranges_s": t3 - t2,
-        "windows": len(run["windows"]),
+        "windows": len(run.windows),
         "kernels_per_s": kernels / (t2 - t0),
     }
 

@@ -1,7 +1,11 @@
-"""The classify job: run the synthetic decode loop per (mode, batch), measure it and build the run dict."""
+"""The classify job: run the synthetic decode loop per (mode, batch), measure it, and return the typed run.
+
+``ClassifyConfig`` is what the CLI (or a script) builds; ``plan_run`` and ``measure_run`` turn it into a
+``ClassifyRun`` (launchprobe/run/schema.py) without mutating anything the caller holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +16,17 @@ from launchprobe.errors import MissingToolError, UsageError
 from launchprobe.measure.ceilings import Ceilings
 from launchprobe.measure.samples import Samples
 from launchprobe.progress import Progress
-from launchprobe.runfile import new_run
+from launchprobe.run.schema import (
+    ClassifyConfigRecord,
+    ClassifyResult,
+    ClassifyRun,
+    Environment,
+    KernelPass,
+    Memory,
+    Unavailable,
+    header_fields,
+    speedups_of,
+)
 from launchprobe.workload import costmodel
 from launchprobe.workload.modes import (
     GRAPH_MODES,
@@ -75,25 +89,25 @@ class ClassifyConfig:
         if self.dtype not in ("bf16", "fp16"):
             raise UsageError(f"--dtype {self.dtype}: expected bf16 or fp16")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "shape": self.shape.name,
-            "batches": self.batches,
-            "context": self.context,
-            "modes": self.modes,
-            "dtype": self.dtype,
-            "warmup_steps": self.warmup,
-            "steps": self.steps,
-            "capture_sizes": self.graph_capture_sizes(),
-            "device": self.device,
-            "ceilings": self.ceilings,
-            "profile_steps": self.profile_steps,
-            "plan": self.plan,
-            "kernels": self.kernels,
-            "nvtx": self.nvtx,
-            "projections": self.projections,
-            "pdl": self.pdl,
-        }
+    def to_record(self) -> ClassifyConfigRecord:
+        return ClassifyConfigRecord(
+            shape=self.shape.name,
+            batches=list(self.batches),
+            context=self.context,
+            modes=list(self.modes),
+            dtype=self.dtype,
+            warmup_steps=self.warmup,
+            steps=self.steps,
+            capture_sizes=self.graph_capture_sizes(),
+            device=self.device,
+            ceilings=self.ceilings,
+            profile_steps=self.profile_steps,
+            plan=self.plan,
+            kernels=self.kernels,
+            nvtx=self.nvtx,
+            projections=self.projections,
+            pdl=self.pdl,
+        )
 
     def graph_capture_sizes(self) -> list[int] | None:
         if not any(mode in GRAPH_MODES for mode in self.modes):
@@ -122,34 +136,31 @@ def resolve_device(requested: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Records
+# Results
 
 
-def cost_fields(
+def cost_result(
     config: ClassifyConfig, mode: str, batch: int, ceilings: Ceilings | None, kernels: int
-) -> dict[str, Any]:
-    """The fields a record has before anything runs: cost model, bucket, padding, floors."""
+) -> ClassifyResult:
+    """What a result has before anything runs: cost model, bucket, padding, floors."""
     cost = costmodel.step_cost(config.shape, batch, config.context, config.dtype)
     bucket = config.bucket(mode, batch)
-    record: dict[str, Any] = {
-        "mode": mode,
-        "batch": batch,
-        "bucket": bucket,
-        "padding_fraction": padding_fraction(batch, bucket),
-        "bytes_per_step": cost.bytes,
-        "weight_bytes_per_step": cost.weight_bytes,
-        "kv_bytes_per_step": cost.kv_bytes,
-        "flops_per_step": cost.flops,
-        "kernels_expected": kernels,
-        "memory_floor_ms": None,
-        "compute_floor_ms": None,
-        "launch_floor_ms": None,
-    }
+    result = ClassifyResult(
+        mode=mode,
+        batch=batch,
+        bucket=bucket,
+        padding_fraction=padding_fraction(batch, bucket),
+        bytes_per_step=cost.bytes,
+        weight_bytes_per_step=cost.weight_bytes,
+        kv_bytes_per_step=cost.kv_bytes,
+        flops_per_step=cost.flops,
+        kernels_expected=kernels,
+    )
     if ceilings is not None:
-        record["memory_floor_ms"] = cost.bytes / ceilings.hbm_read_bytes_per_s * 1e3
-        record["compute_floor_ms"] = cost.flops / ceilings.matmul_flops_per_s * 1e3
-        record["launch_floor_ms"] = launch_floor_ms(config, mode, kernels, ceilings)
-    return record
+        result.memory_floor_ms = cost.bytes / ceilings.hbm_read_bytes_per_s * 1e3
+        result.compute_floor_ms = cost.flops / ceilings.matmul_flops_per_s * 1e3
+        result.launch_floor_ms = launch_floor_ms(config, mode, kernels, ceilings)
+    return result
 
 
 def launch_floor_ms(config: ClassifyConfig, mode: str, kernels: int, ceilings: Ceilings) -> float | None:
@@ -169,8 +180,8 @@ def launch_floor_ms(config: ClassifyConfig, mode: str, kernels: int, ceilings: C
     return ((graphs + attention_kernels) * launch_ns + graphed_nodes * node_ns) / 1e6
 
 
-def measured_fields(
-    record: dict[str, Any],
+def add_measurement(
+    result: ClassifyResult,
     samples: Samples,
     ceilings: Ceilings,
     *,
@@ -178,126 +189,127 @@ def measured_fields(
     kernels_per_step: float | None,
     capture: tuple[float | None, int | None],
     cuda: bool,
-) -> dict[str, Any]:
+) -> None:
+    """Fill the measured fields of ``result`` from the clean step samples and the CUPTI pass."""
     median = samples.median
     step_s = median / 1e3
     idle_fraction = None if busy_ms is None else max(0.0, 1.0 - busy_ms / median)
-    bandwidth = record["bytes_per_step"] / step_s
-    flops = record["flops_per_step"] / step_s
+    assert result.memory_floor_ms is not None and result.compute_floor_ms is not None
     if cuda:
         verdict = classify_step(
             step_ms=median,
             idle_fraction=idle_fraction,
-            memory_floor_ms=record["memory_floor_ms"],
-            compute_floor_ms=record["compute_floor_ms"],
+            memory_floor_ms=result.memory_floor_ms,
+            compute_floor_ms=result.compute_floor_ms,
         )
     else:
         # No separate device on the CPU path: estimate the framework's dispatch share instead of GPU idle.
-        dispatch = min(1.0, record["kernels_expected"] * (ceilings.launch_host_ns or 0.0) / 1e6 / median)
+        dispatch = min(1.0, result.kernels_expected * (ceilings.launch_host_ns or 0.0) / 1e6 / median)
         verdict = classify_step(
             step_ms=median,
             idle_fraction=dispatch,
-            memory_floor_ms=record["memory_floor_ms"],
-            compute_floor_ms=record["compute_floor_ms"],
+            memory_floor_ms=result.memory_floor_ms,
+            compute_floor_ms=result.compute_floor_ms,
             idle_note="CPU path, estimated op-dispatch overhead",
         )
-    return {
-        "step_ms_median": median,
-        "step_ms_p90": samples.p90,
-        "step_ms_iqr": samples.iqr,
-        "step_ms_samples": list(samples.values),
-        "tokens_per_s": record["batch"] / step_s,
-        "kernels_per_step": kernels_per_step,
-        "gpu_busy_ms": busy_ms,
-        "idle_fraction": idle_fraction,
-        "achieved_bandwidth_bytes_per_s": bandwidth,
-        "achieved_bandwidth_fraction": bandwidth / ceilings.hbm_read_bytes_per_s,
-        "achieved_flops_per_s": flops,
-        "achieved_flops_fraction": flops / ceilings.matmul_flops_per_s,
-        "busy_bandwidth_fraction": None
-        if not busy_ms
-        else record["bytes_per_step"] / (busy_ms / 1e3) / ceilings.hbm_read_bytes_per_s,
-        "verdict": verdict.verdict,
-        "verdict_reason": verdict.reason,
-        "capture_s": capture[0],
-        "capture_bytes": capture[1],
-    }
-
-
-def speedups(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_key = {(r["mode"], r["batch"]): r.get("step_ms_median") for r in results}
-    rows = []
-    for batch in sorted({r["batch"] for r in results}):
-        eager = by_key.get(("eager", batch))
-
-        def ratio(mode: str, eager: float | None = eager, batch: int = batch) -> float | None:
-            other = by_key.get((mode, batch))
-            return eager / other if eager and other else None
-
-        rows.append({"batch": batch, "piecewise_vs_eager": ratio("piecewise"), "full_vs_eager": ratio("full")})
-    return rows
+    bandwidth = result.bytes_per_step / step_s
+    flops = result.flops_per_step / step_s
+    result.step_ms_median = median
+    result.step_ms_p90 = samples.p90
+    result.step_ms_iqr = samples.iqr
+    result.step_ms_samples = list(samples.values)
+    result.tokens_per_s = result.batch / step_s
+    result.kernels_per_step = kernels_per_step
+    result.gpu_busy_ms = busy_ms
+    result.idle_fraction = idle_fraction
+    result.achieved_bandwidth_bytes_per_s = bandwidth
+    result.achieved_bandwidth_fraction = bandwidth / ceilings.hbm_read_bytes_per_s
+    result.achieved_flops_per_s = flops
+    result.achieved_flops_fraction = flops / ceilings.matmul_flops_per_s
+    result.busy_bandwidth_fraction = (
+        None if not busy_ms else result.bytes_per_step / (busy_ms / 1e3) / ceilings.hbm_read_bytes_per_s
+    )
+    result.verdict = verdict.verdict
+    result.verdict_reason = verdict.reason
+    result.capture_s, result.capture_bytes = capture
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The run
 
 
-def plan_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings | None) -> dict[str, Any]:
+def _classify_run(
+    config: ClassifyConfig,
+    env: Environment,
+    ceilings: Ceilings | None,
+    *,
+    memory: Memory | None,
+    results: list[ClassifyResult],
+    unavailable: list[Unavailable],
+    notices: list[str],
+) -> ClassifyRun:
+    from launchprobe.run.schema import CeilingsRecord, ShapeRecord
+
+    measured = [r for r in results if r.step_ms_median is not None]
+    return ClassifyRun(
+        **header_fields(),
+        notices=list(dict.fromkeys(notices)),
+        environment=env,
+        config=config.to_record(),
+        shape=ShapeRecord(**dataclasses.asdict(config.shape)),
+        ceilings=None if ceilings is None else CeilingsRecord(**dataclasses.asdict(ceilings)),
+        memory=memory,
+        rule=RULE,
+        results=results,
+        unavailable=unavailable,
+        speedups=speedups_of(measured) if measured else [],
+    )
+
+
+def plan_run(config: ClassifyConfig, env: Environment, ceilings: Ceilings | None) -> ClassifyRun:
     """--plan: the cost model and floors, nothing run."""
     from launchprobe.workload.model import kernels_per_step
 
     shape = config.shape
     max_bucket = max(config.bucket(m, b) for m in config.modes for b in config.batches)
-    run = _new_classify_run(config, env, ceilings)
-    run["memory"] = {
-        "weight_bytes": costmodel.weight_memory_bytes(shape, config.dtype),
-        "distinct_layers": shape.layers,
-        "kv_cache_bytes": costmodel.kv_cache_bytes(shape, max_bucket, config.context, config.dtype),
-    }
-    sm_count = env.get("sm_count") or 132
-    for mode in config.modes:
-        for batch in config.batches:
-            kernels = kernels_per_step(shape, config.bucket(mode, batch), config.context, sm_count)
-            run["results"].append(cost_fields(config, mode, batch, ceilings, kernels))
-    if ceilings is None:
-        run["notices"].append("no ceilings at hand (no cached measurement, no known GPU): floors are omitted")
-    return run
-
-
-def _new_classify_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings | None) -> dict[str, Any]:
-    return new_run(
-        "classify",
-        environment=env,
-        config=config.to_dict(),
-        shape=config.shape.to_dict(),
-        ceilings=None if ceilings is None else ceilings.to_dict(),
-        memory=None,
-        results=[],
-        unavailable=[],
-        speedups=[],
-        rule=RULE,
-        notices=list(config.notices),
+    memory = Memory(
+        weight_bytes=costmodel.weight_memory_bytes(shape, config.dtype),
+        distinct_layers=shape.layers,
+        kv_cache_bytes=costmodel.kv_cache_bytes(shape, max_bucket, config.context, config.dtype),
     )
+    sm_count = env.sm_count or 132
+    results = [
+        cost_result(config, mode, batch, ceilings, kernels_per_step(shape, config.bucket(mode, batch), config.context,
+                                                                     sm_count))
+        for mode in config.modes
+        for batch in config.batches
+    ]  # fmt: skip
+    notices = list(config.notices)
+    if ceilings is None:
+        notices.append("no ceilings at hand (no cached measurement, no known GPU): floors are omitted")
+    return _classify_run(config, env, ceilings, memory=memory, results=results, unavailable=[], notices=notices)
 
 
-def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings, progress: Progress) -> dict[str, Any]:
+def measure_run(config: ClassifyConfig, env: Environment, ceilings: Ceilings, progress: Progress) -> ClassifyRun:
     """Build the model once, then measure every (mode, batch); graph modes capture their buckets first."""
     import torch
 
     from launchprobe.workload.modes import prepare
 
-    if config.cuda:
-        _configure_pdl(config)
-    run = _new_classify_run(config, env, ceilings)
+    notices = list(config.notices)
+    pdl = _configure_pdl(config, notices) if config.cuda else config.pdl
+    config = dataclasses.replace(config, pdl=pdl)
     modes = [m for m in config.modes if config.cuda or m not in GRAPH_MODES]
-    for mode in config.modes:
-        if mode not in modes:
-            run["unavailable"].append(
-                {"mode": mode, "reason": "CUDA graphs need a CUDA GPU; the CPU path runs eager only"}
-            )
+    unavailable = [
+        Unavailable(mode=mode, reason="CUDA graphs need a CUDA GPU; the CPU path runs eager only")
+        for mode in config.modes
+        if mode not in modes
+    ]
     buckets = {(m, b): config.bucket(m, b) for m in modes for b in config.batches}
-    measurer = _Measurer(config, env, ceilings, run, progress, _build_model(config, env, run, progress, buckets))
+    model, memory = _build_model(config, env, notices, progress, buckets)
+    measurer = _Measurer(config, env, ceilings, notices, progress, model)
     progress.start(len(modes) * len(config.batches))
+    results: list[ClassifyResult] = []
     for mode in modes:
         runners: dict[int, Any] = {}
         pool = torch.cuda.graph_pool_handle() if mode in GRAPH_MODES else None
@@ -306,17 +318,17 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
                 progress.status(f"{mode}: capturing bucket {bucket}")
             runners[bucket] = prepare(mode, bucket, measurer.model.step(bucket), pool, measurer.markers)
         for batch in config.batches:
-            record = measurer.measure(mode, batch, runners[buckets[(mode, batch)]])
-            run["results"].append(record)
+            results.append(measurer.measure(mode, batch, runners[buckets[(mode, batch)]]))
         del runners
         gc.collect()
-    run["speedups"] = speedups(run["results"])
     measurer.finish()
-    return run
+    return _classify_run(
+        config, env, ceilings, memory=memory, results=results, unavailable=unavailable, notices=notices
+    )
 
 
-def _configure_pdl(config: ClassifyConfig) -> None:
-    """Set the Triton ops' programmatic dependent launch for this run; on a GPU without it, say so and record off."""
+def _configure_pdl(config: ClassifyConfig, notices: list[str]) -> bool:
+    """Set the Triton ops' programmatic dependent launch for this run; on a GPU without it, say so: off."""
     import torch
 
     from launchprobe.kernels import triton_ops_module
@@ -324,16 +336,17 @@ def _configure_pdl(config: ClassifyConfig) -> None:
     triton_ops = triton_ops_module()
     triton_ops.PDL_ENABLED = config.pdl
     if config.pdl and not triton_ops.pdl_active(torch.device(config.device)):
-        config.pdl = False
-        config.notices.append(
+        notices.append(
             "programmatic dependent launch needs compute capability 9.0 (Hopper) or later: kernels launch one "
             "after another without it here"
         )
+        return False
+    return config.pdl
 
 
 def _build_model(
-    config: ClassifyConfig, env: dict[str, Any], run: dict[str, Any], progress: Progress, buckets: dict[Any, int]
-) -> Any:
+    config: ClassifyConfig, env: Environment, notices: list[str], progress: Progress, buckets: dict[Any, int]
+) -> tuple[Any, Memory]:
     """Plan memory (cycling layers if need be, with a notice) and allocate weights, KV cache and buffers."""
     import torch
 
@@ -342,19 +355,13 @@ def _build_model(
     max_bucket = max(buckets.values())
     if config.cuda:
         free, _ = torch.cuda.mem_get_info()
-        l2 = env.get("l2_bytes") or 50 << 20
+        l2 = env.l2_bytes or 50 << 20
         headroom = max(2 * GIB, free // 50)
     else:
         free, l2, headroom = 1 << 62, environment.cpu_cache_bytes(), 0
     memory = plan_memory(config.shape, max_bucket, config.context, config.dtype, free, l2, headroom)
-    run["memory"] = {
-        "weight_bytes": memory.weight_bytes,
-        "distinct_layers": memory.distinct_layers,
-        "kv_cache_bytes": memory.kv_cache_bytes,
-        "activation_bytes": memory.activation_bytes,
-    }
     if memory.cycled(config.shape):
-        run["notices"].append(
+        notices.append(
             f"weights cycled: {memory.distinct_layers} distinct layers of "
             f"{costmodel.layer_weight_bytes(config.shape, config.dtype) / GIB:.2f} GiB serve all "
             f"{config.shape.layers} layers (full weights need "
@@ -364,7 +371,7 @@ def _build_model(
     progress.status(
         f"allocating {memory.weight_bytes / GIB:.1f} GiB of weights, {memory.kv_cache_bytes / GIB:.1f} GiB KV cache"
     )
-    return DecodeModel(
+    model = DecodeModel(
         config.shape,
         context=config.context,
         dtype=config.dtype,
@@ -373,68 +380,72 @@ def _build_model(
         plan=memory,
         projections=config.projections,
     )
+    record = Memory(
+        weight_bytes=memory.weight_bytes,
+        distinct_layers=memory.distinct_layers,
+        kv_cache_bytes=memory.kv_cache_bytes,
+        activation_bytes=memory.activation_bytes,
+    )
+    return model, record
 
 
 class _Measurer:
-    """Measures one (mode, batch) at a time into a result record; holds what the passes share."""
+    """Measures one (mode, batch) at a time into a result; holds what the passes share."""
 
     def __init__(
         self,
         config: ClassifyConfig,
-        env: dict[str, Any],
+        env: Environment,
         ceilings: Ceilings,
-        run: dict[str, Any],
+        notices: list[str],
         progress: Progress,
         model: Any,
     ) -> None:
         from launchprobe.measure.markers import Markers
 
-        self.config, self.env, self.ceilings, self.run, self.progress = config, env, ceilings, run, progress
+        self.config, self.env, self.ceilings, self.notices, self.progress = config, env, ceilings, notices, progress
         self.model = model
         self.markers = Markers(config.nvtx)
         self.kernel_pass_state: dict[str, Any] = {}
 
     def notice(self, text: str) -> None:
-        if text not in self.run["notices"]:
-            self.run["notices"].append(text)
+        if text not in self.notices:
+            self.notices.append(text)
 
-    def measure(self, mode: str, batch: int, runner: Any) -> dict[str, Any]:
+    def measure(self, mode: str, batch: int, runner: Any) -> ClassifyResult:
         from launchprobe.measure.timing import warm_up
 
         config, bucket = self.config, runner.bucket
         label = f"{mode} batch {batch}" + (f" (bucket {bucket})" if bucket != batch else "")
-        kernels_expected = self.model.kernels_expected(bucket, self.env.get("sm_count") or 0)
-        record = cost_fields(config, mode, batch, self.ceilings, kernels_expected)
+        kernels_expected = self.model.kernels_expected(bucket, self.env.sm_count or 0)
+        result = cost_result(config, mode, batch, self.ceilings, kernels_expected)
         self.progress.status(f"{label}: warm-up {config.warmup} steps")
         warm_up(runner.run, config.warmup, config.cuda)
         self.progress.status(f"{label}: timing {config.steps} steps")
         samples, host_ms = self._time_clean(runner)
         busy, kernels = self._gpu_activity(runner, label)
-        capture = (runner.capture_s, runner.capture_bytes)
-        record.update(
-            measured_fields(
-                record,
-                samples,
-                self.ceilings,
-                busy_ms=busy,
-                kernels_per_step=kernels,
-                capture=capture,
-                cuda=config.cuda,
-            )
+        add_measurement(
+            result,
+            samples,
+            self.ceilings,
+            busy_ms=busy,
+            kernels_per_step=kernels,
+            capture=(runner.capture_s, runner.capture_bytes),
+            cuda=config.cuda,
         )
-        record["host_ms_per_step"] = host_ms
+        result.host_ms_per_step = host_ms
         # Host time per kernel of an eager step, set beside a bare loop of tiny launches (the launch ceiling).
         eager_gpu = mode == "eager" and config.cuda  # on the CPU path the host does the work itself
-        record["host_ns_per_kernel"] = host_ms * 1e6 / (kernels or kernels_expected) if eager_gpu else None
+        result.host_ns_per_kernel = host_ms * 1e6 / (kernels or kernels_expected) if eager_gpu else None
         if self.markers.level == "ops" and config.cuda:
-            record["nvtx_overhead_fraction"] = self._nvtx_overhead(runner, samples.median)
+            result.nvtx_overhead_fraction = self._nvtx_overhead(runner, samples.median)
         if config.kernels and config.cuda:
             self.progress.status(f"{label}: per-kernel event pass")
-            record["kernel_pass"] = run_kernel_pass(
+            result.kernel_pass = run_kernel_pass(
                 self.model, mode, bucket, samples.median, config, self.kernel_pass_state
             )
-        self.progress.advance(f"{label}: {samples.median:.3f} ms/step, {record['verdict']}")
-        return record
+        self.progress.advance(f"{label}: {samples.median:.3f} ms/step, {result.verdict}")
+        return result
 
     def _time_clean(self, runner: Any) -> tuple[Samples, float]:
         """Clean timing: events at step boundaries on a GPU, the wall clock on CPU; and host ms per step."""
@@ -486,7 +497,7 @@ class _Measurer:
 
 def run_kernel_pass(
     model: Any, mode: str, bucket: int, clean_step_ms: float, config: ClassifyConfig, state: dict[str, Any]
-) -> dict[str, Any]:
+) -> KernelPass:
     """Per-kernel CUDA-event pass; event costs measured once per run, op durations once per bucket."""
     from launchprobe.measure import kernel_pass
 
@@ -508,16 +519,16 @@ def run_kernel_pass(
     )
     # Per-op achieved bandwidth, so the weak kernels of a step are visible (bytes of the bucket's batch).
     costs = costmodel.step_cost(config.shape, bucket, config.context, config.dtype).by_name()
-    for row in result["ops"]:
-        cost = costs.get(row["op"])
-        if cost is not None and row["time_ns_total"] > 0:
-            row["bytes"] = cost.bytes
-            row["achieved_bandwidth_bytes_per_s"] = cost.bytes / (row["time_ns_total"] / 1e9)
+    for row in result.ops:
+        cost = costs.get(row.op)
+        if cost is not None and row.time_ns_total:
+            row.bytes = cost.bytes
+            row.achieved_bandwidth_bytes_per_s = cost.bytes / (row.time_ns_total / 1e9)
     return result
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# From command-line options
+# From options to a run
 
 
 def build_config(
@@ -539,10 +550,11 @@ def build_config(
     projections: str = "cublas",
     pdl: bool = True,
 ) -> ClassifyConfig:
-    """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager."""
+    """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager.
+    ``device`` is already resolved (``resolve_device``; a plan is of the GPU workload wherever it is printed)."""
     from launchprobe.workload.shape import load_shape
 
-    cuda = device.startswith("cuda") or plan  # a plan is of the GPU workload, wherever it is printed
+    cuda = device.startswith("cuda") or plan
     notices = []
     if not cuda:
         notices.append(
@@ -558,7 +570,7 @@ def build_config(
         dtype=dtype,
         warmup=warmup,
         steps=steps,
-        device=device,
+        device="cuda" if plan else device,
         capture_sizes=capture_sizes,
         ceilings=ceilings_source,
         plan=plan,
@@ -581,40 +593,38 @@ def device_for_plan(requested: str) -> str:
         return "cpu"
 
 
-def plan_from_options(*, ceilings_source: str, **options: Any) -> dict[str, Any]:
+def plan(config: ClassifyConfig, device: str) -> ClassifyRun:
+    """The plan of ``config`` (built with plan=True), with the ceilings this machine has cached or knows."""
     from launchprobe.measure.ceilings import DATASHEET, cache_key, datasheet_ceilings, load_cached
 
-    device = device_for_plan(options.pop("device"))
-    config = build_config(device="cuda", ceilings_source=ceilings_source, plan=True, **options)
     env = environment.describe(device)
     ceilings = None
-    if env["gpu"]:
-        if ceilings_source == "measured":
-            ceilings = load_cached(cache_key(env["gpu"], env["torch"], config.dtype))
-        if ceilings is None and env["gpu"] in DATASHEET:
-            ceilings = datasheet_ceilings(env["gpu"], None)
+    if env.gpu:
+        if config.ceilings == "measured":
+            ceilings = load_cached(cache_key(env.gpu, env.torch or "", config.dtype))
+        if ceilings is None and env.gpu in DATASHEET:
+            ceilings = datasheet_ceilings(env.gpu, None)
     return plan_run(config, env, ceilings)
 
 
-def classify_from_options(*, remeasure: bool, progress: bool, ceilings_source: str, **options: Any) -> dict[str, Any]:
+def classify(config: ClassifyConfig, *, remeasure: bool = False, progress: bool = True) -> ClassifyRun:
+    """Measure ``config`` on its device: ceilings (cached per GPU), then every (mode, batch)."""
     from launchprobe.measure.ceilings import get_ceilings
 
-    device = resolve_device(options.pop("device"))
-    config = build_config(device=device, ceilings_source=ceilings_source, **options)
-    env = environment.describe(device)
+    env = environment.describe(config.device)
     with Progress(enabled=progress) as bar:
         if config.cuda:
             import torch
 
-            torch.cuda.set_device(torch.device(device).index or 0)
+            torch.cuda.set_device(torch.device(config.device).index or 0)
         bar.status("ceilings: " + ("measuring (cached afterwards)" if remeasure else "loading or measuring"))
         ceilings = get_ceilings(
-            device=device,
-            device_name=env["gpu"] or f"cpu {env['platform']}",
-            torch_version=env["torch"],
+            device=config.device,
+            device_name=env.gpu or f"cpu {env.platform}",
+            torch_version=env.torch or "",
             dtype=config.dtype,
-            l2_bytes=env["l2_bytes"] or environment.cpu_cache_bytes(),
-            source=ceilings_source,
+            l2_bytes=env.l2_bytes or environment.cpu_cache_bytes(),
+            source=config.ceilings,
             remeasure=remeasure,
         )
         return measure_run(config, env, ceilings, bar)

@@ -25,7 +25,10 @@ from typing import Any
 
 from launchprobe.errors import EXIT_INCOMPARABLE, EXIT_OK, EXIT_REGRESSION
 from launchprobe.measure.samples import quantile
-from launchprobe.runfile import finite_number
+from launchprobe.run.files import finite_number
+from launchprobe.run.schema import AnalyzeRun, ClassifyResult, ClassifyRun, Run, Window
+
+Row = ClassifyResult | Window  # one matched row of a comparison
 
 P_VALUE = 0.01  # significance level of the rank test
 MIN_SAMPLES = 5  # fewer samples a side: no rank test, the IQR band alone decides
@@ -47,37 +50,35 @@ class Metric:
     higher_is_better: bool = False
     points: bool = False  # a 0..1 fraction: changes are differences in points, not ratios
     # record(s) -> samples of this metric; one value when nothing more is known
-    values: Callable[[list[dict[str, Any]]], list[float]] = lambda _: []
+    values: Callable[[Sequence[Row]], list[float]] = lambda _: []
     # record(s) -> IQR when the run stored it without samples
-    stored_iqr: Callable[[list[dict[str, Any]]], float | None] = lambda _: None
+    stored_iqr: Callable[[Sequence[Row]], float | None] = lambda _: None
 
 
-def _step_samples(records: list[dict[str, Any]]) -> list[float]:
+def _step_samples(records: Sequence[Row]) -> list[float]:
     r = records[0]
-    raw = r.get("step_ms_samples")
-    samples = [x for x in (finite_number(s) for s in raw) if x is not None] if isinstance(raw, list) else []
-    if samples:
-        return samples
-    median = finite_number(r.get("step_ms_median"))
-    return [median] if median is not None else []
+    assert isinstance(r, ClassifyResult)
+    if r.step_ms_samples:
+        return list(r.step_ms_samples)
+    return [r.step_ms_median] if r.step_ms_median is not None else []
 
 
-def _tokens(records: list[dict[str, Any]]) -> list[float]:
-    batch = finite_number(records[0].get("batch"))
+def _tokens(records: Sequence[Row]) -> list[float]:
+    batch = getattr(records[0], "batch", None)
     if batch is None:
         return []
     return [batch * 1e3 / s for s in _step_samples(records) if s > 0]
 
 
-def _field(name: str, scale: float = 1.0) -> Callable[[list[dict[str, Any]]], list[float]]:
-    def values(records: list[dict[str, Any]]) -> list[float]:
-        return [x * scale for x in (finite_number(r.get(name)) for r in records) if x is not None]
+def _field(name: str, scale: float = 1.0) -> Callable[[Sequence[Row]], list[float]]:
+    def values(records: Sequence[Row]) -> list[float]:
+        return [x * scale for x in (finite_number(getattr(r, name, None)) for r in records) if x is not None]
 
     return values
 
 
-def _step_iqr(records: list[dict[str, Any]]) -> float | None:
-    return finite_number(records[0].get("step_ms_iqr"))
+def _step_iqr(records: Sequence[Row]) -> float | None:
+    return finite_number(getattr(records[0], "step_ms_iqr", None))
 
 
 CLASSIFY_METRICS = {
@@ -239,66 +240,60 @@ def judge(
 # --- matching runs ---
 
 
-def _classify_rows(run: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for r in run.get("results") or []:
-        if isinstance(r, dict):
-            rows.setdefault(f"{r.get('mode')} b={r.get('batch')}", []).append(r)
+def _classify_rows(run: ClassifyRun) -> dict[str, list[Row]]:
+    rows: dict[str, list[Row]] = {}
+    for r in run.results:
+        rows.setdefault(r.key, []).append(r)
     return rows
 
 
-def _analyze_rows(run: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for w in run.get("windows") or []:
-        if isinstance(w, dict):
-            rows.setdefault(f"{w.get('name')} (device {w.get('device')})", []).append(w)
+def _analyze_rows(run: AnalyzeRun) -> dict[str, list[Row]]:
+    rows: dict[str, list[Row]] = {}
+    for w in run.windows:
+        rows.setdefault(w.label, []).append(w)
     return rows
 
 
-def _get(run: dict[str, Any], *keys: str) -> Any:
-    value: Any = run
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
-def _check(base: dict[str, Any], new: dict[str, Any], out: Comparison) -> None:
+def _check(base: Run, new: Run, out: Comparison) -> None:
     """Fill problems (cannot compare) and notes (can, but know this)."""
 
-    def differ(label: str, *keys: str, blocking: bool = True) -> None:
-        a, b = _get(base, *keys), _get(new, *keys)
+    def differ(label: str, a: Any, b: Any, blocking: bool = True) -> None:
         if a is not None and b is not None and a != b:
             (out.problems if blocking else out.notes).append(f"{label} differs: {a} (base) vs {b} (new)")
 
-    differ("schema_version", "schema_version")
-    differ("run kind", "kind")
+    differ("schema_version", base.schema_version, new.schema_version)
+    differ("run kind", base.kind, new.kind)
     if out.problems:
         return
-    differ("GPU", "environment", "gpu")
-    differ("device", "environment", "device")
-    differ("GPU count", "environment", "gpu_count")
-    if out.kind == "classify":
-        differ("shape", "config", "shape")
+    for label, key in (("GPU", "gpu"), ("device", "device"), ("GPU count", "gpu_count")):
+        differ(label, getattr(base.environment, key), getattr(new.environment, key))
+    if isinstance(base, ClassifyRun) and isinstance(new, ClassifyRun):
+        differ("shape", base.config.shape, new.config.shape)
         for dim in ("layers", "hidden", "ffn", "heads", "kv_heads", "head_dim", "vocab"):
-            differ(f"shape {dim}", "shape", dim)
-        differ("context", "config", "context")
-        differ("dtype", "config", "dtype")
+            differ(f"shape {dim}", getattr(base.shape, dim), getattr(new.shape, dim))
+        differ("context", base.config.context, new.config.context)
+        differ("dtype", base.config.dtype, new.config.dtype)
         for label, run in (("base", base), ("new", new)):
-            if _get(run, "config", "plan"):
+            if run.config.plan:
                 out.problems.append(f"the {label} run is a --plan run: nothing was measured")
-        differ("ceilings source", "ceilings", "source", blocking=False)
+        differ(
+            "ceilings source",
+            base.ceilings.source if base.ceilings else None,
+            new.ceilings.source if new.ceilings else None,
+            blocking=False,
+        )
     for label, key in (("torch", "torch"), ("CUDA", "cuda"), ("driver", "driver")):
-        differ(label, "environment", key, blocking=False)
+        differ(label, getattr(base.environment, key), getattr(new.environment, key), blocking=False)
 
 
 def compare_runs(
-    base: dict[str, Any],
-    new: dict[str, Any],
+    base: Run,
+    new: Run,
     *,
     threshold: float = 0.05,
     metrics: Sequence[str] | None = None,
 ) -> Comparison:
-    kind = str(base.get("kind"))
+    kind = base.kind
     table = metrics_for(kind)
     chosen = list(metrics) if metrics else list(DEFAULT_METRICS.get(kind, ("step_ms",)))
     out = Comparison(kind=kind, threshold=threshold, metrics=chosen)
@@ -308,8 +303,7 @@ def compare_runs(
     _check(base, new, out)
     if out.problems:
         return out
-    rows_of = _analyze_rows if kind == "analyze" else _classify_rows
-    base_rows, new_rows = rows_of(base), rows_of(new)
+    base_rows, new_rows = _rows(base), _rows(new)
     out.only_base = [k for k in base_rows if k not in new_rows]
     out.only_new = [k for k in new_rows if k not in base_rows]
     matched = [k for k in base_rows if k in new_rows]
@@ -322,11 +316,15 @@ def compare_runs(
         for name in chosen:
             m = table[name]
             out.changes.append(judge(m, key, m.values(b), m.values(n), threshold, m.stored_iqr(b), m.stored_iqr(n)))
-        verdicts_b = sorted({str(r.get("verdict")) for r in b if r.get("verdict")})
-        verdicts_n = sorted({str(r.get("verdict")) for r in n if r.get("verdict")})
+        verdicts_b = sorted({r.verdict for r in b if r.verdict})
+        verdicts_n = sorted({r.verdict for r in n if r.verdict})
         if verdicts_b and verdicts_n and verdicts_b != verdicts_n:
             out.flips.append(Flip(key, "/".join(verdicts_b), "/".join(verdicts_n)))
     return out
+
+
+def _rows(run: Run) -> dict[str, list[Row]]:
+    return _analyze_rows(run) if isinstance(run, AnalyzeRun) else _classify_rows(run)
 
 
 def parse_threshold(text: str) -> float:

@@ -4,35 +4,33 @@ from __future__ import annotations
 
 import platform
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from launchprobe.run.schema import Environment
 
 
-def describe(device: str) -> dict[str, Any]:
+def describe(device: str) -> Environment:
     import torch
 
-    env: dict[str, Any] = {
-        "device": "cuda" if device.startswith("cuda") else "cpu",
-        "gpu": None,
-        "gpu_count": 0,
-        "sm_count": None,
-        "l2_bytes": None,
-        "gpu_memory_bytes": None,
-        "driver": None,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-    if env["device"] == "cuda":
+    from launchprobe.run.schema import Environment
+
+    env = Environment(
+        device="cuda" if device.startswith("cuda") else "cpu",
+        gpu_count=0,
+        torch=str(torch.__version__),
+        cuda=torch.version.cuda,
+        python=platform.python_version(),
+        platform=platform.platform(),
+    )
+    if env.device == "cuda":
         props = torch.cuda.get_device_properties(torch.device(device))
-        env.update(
-            gpu=props.name,
-            gpu_count=torch.cuda.device_count(),
-            sm_count=props.multi_processor_count,
-            l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
-            gpu_memory_bytes=int(props.total_memory),
-            driver=driver_version(),
-        )
+        env.gpu = props.name
+        env.gpu_count = torch.cuda.device_count()
+        env.sm_count = props.multi_processor_count
+        env.l2_bytes = int(getattr(props, "L2_cache_size", 0)) or None
+        env.gpu_memory_bytes = int(props.total_memory)
+        env.driver = driver_version()
     return env
 
 

@@ -1,4 +1,4 @@
-"""Constructed run dicts (docs/run-file.md) for renderer, compare and plot tests. Deterministic: no clock, no
+"""Constructed runs (launchprobe/run/schema.py) for renderer, compare and plot tests. Deterministic: no clock, no
 randomness beyond a seeded generator. Numbers are shaped after the H200 measurements in ENGINEERING.md."""
 
 from __future__ import annotations
@@ -6,13 +6,36 @@ from __future__ import annotations
 import copy
 import random
 import statistics
+from collections.abc import Sequence
 from typing import Any
+
+from launchprobe.run.schema import (
+    AnalyzeConfigRecord,
+    AnalyzeRun,
+    CeilingsRecord,
+    ClassifyConfigRecord,
+    ClassifyResult,
+    ClassifyRun,
+    CuptiCheck,
+    Environment,
+    GapStats,
+    KernelPass,
+    KernelRow,
+    Memory,
+    OpRow,
+    ShapeRecord,
+    Source,
+    Tool,
+    Unavailable,
+    Window,
+    speedups_of,
+)
 
 HBM = 4.33e12
 MATMUL = 790e12
 LAUNCH_NS = 8400.0
 NODE_NS = 1000.0
-LLAMA_8B = {
+LLAMA_8B: dict[str, Any] = {
     "name": "llama-3-8b", "layers": 32, "hidden": 4096, "ffn": 14336, "heads": 32, "kv_heads": 8,
     "head_dim": 128, "vocab": 128256, "tie_embeddings": False,
 }  # fmt: skip
@@ -39,7 +62,7 @@ def samples(median: float, rel_spread: float, n: int = 50, seed: int = 0) -> lis
     return [round(median * (1.0 + x - shift), 6) for x in raw]
 
 
-def _quantile(values: list[float], q: float) -> float:
+def _quantile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     pos = (len(ordered) - 1) * q
     lo = int(pos)
@@ -54,7 +77,7 @@ def _bucket(mode: str, batch: int) -> int:
     return next((s for s in sizes if s >= batch), batch)
 
 
-def cost_fields(mode: str, batch: int, kernels: int = 323) -> dict[str, Any]:
+def cost_fields(mode: str, batch: int, kernels: int = 323) -> ClassifyResult:
     bytes_per_step = WEIGHT_BYTES + batch * KV_BYTES_PER_SEQ
     flops = 2 * 8_030_000_000 * batch + batch * 2 * 32 * 2 * 4096 * 1024
     if mode == "eager":
@@ -64,40 +87,47 @@ def cost_fields(mode: str, batch: int, kernels: int = 323) -> dict[str, Any]:
     else:
         launch = ((33 + 64) * LAUNCH_NS + (kernels - 64) * NODE_NS) / 1e6
     bucket = _bucket(mode, batch)
-    return {
-        "mode": mode,
-        "batch": batch,
-        "bucket": bucket,
-        "padding_fraction": (bucket - batch) / bucket,
-        "bytes_per_step": bytes_per_step,
-        "flops_per_step": flops,
-        "kernels_expected": kernels,
-        "memory_floor_ms": bytes_per_step / HBM * 1e3,
-        "compute_floor_ms": flops / MATMUL * 1e3,
-        "launch_floor_ms": launch,
-    }
+    return ClassifyResult(
+        mode=mode,
+        batch=batch,
+        bucket=bucket,
+        padding_fraction=(bucket - batch) / bucket,
+        bytes_per_step=bytes_per_step,
+        flops_per_step=flops,
+        kernels_expected=kernels,
+        memory_floor_ms=bytes_per_step / HBM * 1e3,
+        compute_floor_ms=flops / MATMUL * 1e3,
+        launch_floor_ms=launch,
+    )
 
 
-def measured_fields(record: dict[str, Any], step_samples: list[float], busy_ms: float | None) -> dict[str, Any]:
+def measure(record: ClassifyResult, step_samples: list[float], busy_ms: float | None) -> None:
+    """Fill the measured fields of ``record`` as classify would from these samples."""
+    for key, value in measured_fields(record, step_samples, busy_ms).items():
+        setattr(record, key, value)
+
+
+def measured_fields(record: ClassifyResult, step_samples: list[float], busy_ms: float | None) -> dict[str, Any]:
     median = statistics.median(step_samples)
     idle = None if busy_ms is None else max(0.0, 1 - busy_ms / median)
-    bandwidth = record["bytes_per_step"] / (median / 1e3)
-    flops = record["flops_per_step"] / (median / 1e3)
-    floors = f"memory floor {record['memory_floor_ms']:.3f} ms vs compute floor {record['compute_floor_ms']:.3f} ms"
+    bandwidth = record.bytes_per_step / (median / 1e3)
+    flops = record.flops_per_step / (median / 1e3)
+    assert record.memory_floor_ms is not None and record.compute_floor_ms is not None
+    floors = f"memory floor {record.memory_floor_ms:.3f} ms vs compute floor {record.compute_floor_ms:.3f} ms"
     if idle is not None and idle >= 0.5:
         verdict, reason = "launch-bound", f"GPU idle {idle:.0%} of a {median:.3f} ms step (>= 50%)"
     else:
-        verdict = "memory-bound" if record["memory_floor_ms"] >= record["compute_floor_ms"] else "compute-bound"
+        verdict = "memory-bound" if record.memory_floor_ms >= record.compute_floor_ms else "compute-bound"
         prefix = "" if idle is None else f"GPU idle {idle:.0%} (< 50%); "
         reason = f"{prefix}{floors}: the larger floor decides"
-    graph = record["mode"] != "eager"
+    graph = record.mode != "eager"
     return {
         "step_ms_median": median,
         "step_ms_p90": _quantile(step_samples, 0.9),
         "step_ms_iqr": _quantile(step_samples, 0.75) - _quantile(step_samples, 0.25),
         "step_ms_samples": step_samples,
-        "tokens_per_s": record["batch"] / (median / 1e3),
-        "kernels_per_step": record["kernels_expected"] if busy_ms is not None else None,
+        "tokens_per_s": record.batch / (median / 1e3),
+        "kernels_per_step": record.kernels_expected if busy_ms is not None else None,
         "gpu_busy_ms": busy_ms,
         "idle_fraction": idle,
         "achieved_bandwidth_bytes_per_s": bandwidth,
@@ -106,16 +136,16 @@ def measured_fields(record: dict[str, Any], step_samples: list[float], busy_ms: 
         "achieved_flops_fraction": flops / MATMUL,
         "verdict": verdict,
         "verdict_reason": reason,
-        "capture_s": (0.012 if record["mode"] == "full" else 0.021) if graph else None,
-        "capture_bytes": (48 << 20 if record["batch"] == 64 else 6 << 20) if graph else None,
+        "capture_s": (0.012 if record.mode == "full" else 0.021) if graph else None,
+        "capture_bytes": (48 << 20 if record.batch == 64 else 6 << 20) if graph else None,
     }
 
 
-def kernel_pass(mode: str, layers: int = 32) -> dict[str, Any]:
+def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
     """A simulated instrumented step at batch 1: the host issues launches, the GPU runs them in order."""
     ops = [("embed", 2.0)] + [op for _ in range(layers) for op in LAYER_OPS] + [("final_norm", 2.0), ("lm_head", 250.0)]
     host_us, gpu_us = 0.0, 0.0
-    kernels: list[dict[str, Any]] = []
+    kernels: list[KernelRow] = []
     for index, (op, duration) in enumerate(ops):
         eager_op = mode == "eager" or (mode == "piecewise" and op in ("kv_write", "attention"))
         host_us += 39.5 if eager_op else 1.0  # torch dispatch + launch + the pass's own events, per eager op
@@ -123,68 +153,59 @@ def kernel_pass(mode: str, layers: int = 32) -> dict[str, Any]:
         gap = start - gpu_us if index else start
         layer = -1 if op in ("embed", "final_norm", "lm_head") else (index - 1) // len(LAYER_OPS)
         kernels.append(
-            {
-                "index": index, "op": op, "layer": layer, "start_ns": round(start * 1e3),
-                "end_ns": round((start + duration) * 1e3), "gap_before_ns": round(gap * 1e3),
-                "gap_corrected_ns": round(max(0.0, gap - 10.5) * 1e3) if eager_op else round(gap * 1e3),
-            }
+            KernelRow(
+                index=index, op=op, layer=layer, start_ns=round(start * 1e3), end_ns=round((start + duration) * 1e3),
+                gap_before_ns=round(gap * 1e3),
+                gap_corrected_ns=round(max(0.0, gap - 10.5) * 1e3) if eager_op else round(gap * 1e3),
+            )
         )  # fmt: skip
         gpu_us = start + duration
-    step_ns = kernels[-1]["end_ns"] + 5_000
+    step_ns = kernels[-1].end_ns + 5_000
     summary = []
-    for op in dict.fromkeys(k["op"] for k in kernels):
-        mine = [k for k in kernels if k["op"] == op]
-        durations = [k["end_ns"] - k["start_ns"] for k in mine]
+    for op in dict.fromkeys(k.op for k in kernels):
+        mine = [k for k in kernels if k.op == op]
+        durations = [k.end_ns - k.start_ns for k in mine]
         summary.append(
-            {
-                "op": op, "count": len(mine), "duration_ns_median": statistics.median(durations),
-                "gap_ns_median": statistics.median(k["gap_before_ns"] for k in mine),
-                "share_of_step": sum(durations) / step_ns,
-            }
+            OpRow(
+                op=op, count=len(mine), duration_ns_median=statistics.median(durations),
+                gap_ns_median=statistics.median(k.gap_before_ns for k in mine),
+                share_of_step=sum(durations) / step_ns,
+            )
         )  # fmt: skip
-    gaps = sorted(k["gap_before_ns"] for k in kernels)
+    gaps = sorted(k.gap_before_ns for k in kernels)
     clean = STEP[(mode, 1)][0]
-    return {
-        "clean_step_ms": clean,
-        "instrumented_step_ms": step_ns / 1e6,
-        "overhead_fraction": step_ns / 1e6 / clean - 1,
-        "event_cost_ns": 10_500.0,
-        "kernels": kernels,
-        "ops": summary,
-        "gaps": {
-            "p50_ns": _quantile(gaps, 0.5), "p90_ns": _quantile(gaps, 0.9), "p99_ns": _quantile(gaps, 0.99),
-            "max_ns": gaps[-1], "total_ns": sum(gaps),
-        },  # fmt: skip
-        "gaps_corrected": {"p50_ns": 0.0, "p90_ns": 27_000.0, "p99_ns": 27_000.0, "max_ns": 32_000.0,
-                           "total_ns": 4_500_000.0} if mode == "eager" else None,
-        "cupti_check": {"events_total_gap_ns": sum(gaps), "cupti_total_gap_ns": sum(gaps) * 0.98,
-                        "events_busy_ns": 4.4e6, "cupti_busy_ns": 4.45e6, "agrees": True},
-        "source": "cuda-events",
-    }  # fmt: skip
+    return KernelPass(
+        clean_step_ms=clean,
+        instrumented_step_ms=step_ns / 1e6,
+        overhead_fraction=step_ns / 1e6 / clean - 1,
+        event_cost_ns=10_500.0,
+        kernels=kernels,
+        ops=summary,
+        gaps=GapStats(
+            p50_ns=_quantile(gaps, 0.5), p90_ns=_quantile(gaps, 0.9), p99_ns=_quantile(gaps, 0.99),
+            max_ns=gaps[-1], total_ns=sum(gaps),
+        ),  # fmt: skip
+        gaps_corrected=GapStats(p50_ns=0.0, p90_ns=27_000.0, p99_ns=27_000.0, max_ns=32_000.0,
+                                total_ns=4_500_000.0) if mode == "eager" else None,
+        cupti_check=CuptiCheck(events_total_gap_ns=sum(gaps), cupti_total_gap_ns=sum(gaps) * 0.98,
+                               events_busy_ns=4.4e6, cupti_busy_ns=4.45e6, agrees=True),
+        source="cuda-events",
+    )  # fmt: skip
 
 
-def _common(kind: str) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "kind": kind,
-        "created": "2026-11-30T12:00:00+00:00",
-        "tool": {"name": "launchprobe", "version": "0.1.0"},
-        "command": ["launchprobe", kind],
-        "notices": [],
-        "environment": {
-            "device": "cuda",
-            "gpu": "NVIDIA H200",
-            "gpu_count": 1,
-            "sm_count": 132,
-            "l2_bytes": 62_914_560,
-            "gpu_memory_bytes": 150_754_820_096,
-            "driver": "580.95",
-            "torch": "2.11.0+cu130",
-            "cuda": "13.0",
-            "python": "3.11.9",
-            "platform": "Linux-x86_64",
-        },  # fmt: skip
-    }
+HEADER: dict[str, Any] = {
+    "created": "2026-11-30T12:00:00+00:00",
+    "tool": Tool(name="launchprobe", version="0.1.0"),
+    "notices": [],
+}
+
+
+def _environment() -> Environment:
+    return Environment(
+        device="cuda", gpu="NVIDIA H200", gpu_count=1, sm_count=132, l2_bytes=62_914_560,
+        gpu_memory_bytes=150_754_820_096, driver="580.95", torch="2.11.0+cu130", cuda="13.0", python="3.11.9",
+        platform="Linux-x86_64",
+    )  # fmt: skip
 
 
 def classify_run(
@@ -193,110 +214,101 @@ def classify_run(
     *,
     spread: float = 0.01,
     with_kernel_pass: bool = True,
-) -> dict[str, Any]:
+) -> ClassifyRun:
     """A measured H200 run of the 8B shape; batch 1 carries the per-kernel pass."""
-    run = _common("classify")
-    run.update(
-        config={
-            "shape": "llama-3-8b",
-            "batches": list(batches),
-            "context": 1024,
-            "modes": list(modes),
-            "dtype": "bf16",
-            "warmup_steps": 20,
-            "steps": 50,
-            "capture_sizes": "vllm",
-            "device": "cuda",
-            "plan": False,
-        },  # fmt: skip
-        shape=dict(LLAMA_8B),
-        ceilings={
-            "source": "measured",
-            "hbm_read_bytes_per_s": HBM,
-            "matmul_flops_per_s": MATMUL,
-            "launch_host_ns": LAUNCH_NS,
-            "graph_node_ns": NODE_NS,
-            "measured_at": "2026-11-30T11:58:00+00:00",
-            "details": {},
-        },  # fmt: skip
-        memory={"weight_bytes": WEIGHT_BYTES, "distinct_layers": 32, "kv_cache_bytes": 64 * KV_BYTES_PER_SEQ},
-        results=[],
-        unavailable=[],
-        speedups=[],
+    run = ClassifyRun(
+        **copy.deepcopy(HEADER),
+        command=["launchprobe", "classify"],
+        environment=_environment(),
+        config=ClassifyConfigRecord(
+            shape="llama-3-8b",
+            batches=list(batches),
+            context=1024,
+            modes=list(modes),
+            dtype="bf16",
+            warmup_steps=20,
+            steps=50,
+            capture_sizes="vllm",
+            device="cuda",
+            plan=False,
+        ),  # fmt: skip
+        shape=ShapeRecord(**LLAMA_8B),
+        ceilings=CeilingsRecord(
+            source="measured",
+            hbm_read_bytes_per_s=HBM,
+            matmul_flops_per_s=MATMUL,
+            launch_host_ns=LAUNCH_NS,
+            graph_node_ns=NODE_NS,
+            measured_at="2026-11-30T11:58:00+00:00",
+            details={},
+        ),  # fmt: skip
+        memory=Memory(weight_bytes=WEIGHT_BYTES, distinct_layers=32, kv_cache_bytes=64 * KV_BYTES_PER_SEQ),
     )
     for seed, (mode, batch) in enumerate((m, b) for m in modes for b in batches):
         record = cost_fields(mode, batch)
         step, busy = STEP.get((mode, batch), (STEP[(mode, 64)][0] * batch / 64 + 5, STEP[(mode, 64)][1]))
-        record.update(measured_fields(record, samples(step, spread, seed=seed), busy))
+        measure(record, samples(step, spread, seed=seed), busy)
         if with_kernel_pass and batch == 1:
-            record["kernel_pass"] = kernel_pass(mode)
-        run["results"].append(record)
-    for batch in batches:
-        by_mode = {r["mode"]: r["step_ms_median"] for r in run["results"] if r["batch"] == batch}
-        eager = by_mode.get("eager")
-        run["speedups"].append(
-            {
-                "batch": batch,
-                "piecewise_vs_eager": eager / by_mode["piecewise"] if eager and "piecewise" in by_mode else None,
-                "full_vs_eager": eager / by_mode["full"] if eager and "full" in by_mode else None,
-            }
-        )
+            record.kernel_pass = kernel_pass(mode)
+        run.results.append(record)
+    run.speedups = speedups_of(run.results)
     return run
 
 
-def cpu_classify_run() -> dict[str, Any]:
+def cpu_classify_run() -> ClassifyRun:
     """The CPU path: eager only, no GPU counters, graph modes unavailable."""
     run = classify_run(batches=(1, 4), modes=("eager",), with_kernel_pass=False)
-    run["environment"].update(device="cpu", gpu=None, gpu_count=0, sm_count=None, gpu_memory_bytes=None,
-                              driver=None, cuda=None)  # fmt: skip
-    run["config"].update(device="cpu", modes=["eager", "piecewise", "full"])
-    run["ceilings"]["source"] = "datasheet"
+    env = run.environment
+    env.device, env.gpu, env.gpu_count, env.sm_count, env.gpu_memory_bytes = "cpu", None, 0, None, None
+    env.driver = env.cuda = None
+    run.config.device = "cpu"
+    run.config.modes = ["eager", "piecewise", "full"]
+    assert run.ceilings is not None
+    run.ceilings.source = "datasheet"
     reason = "CUDA graphs need a CUDA GPU; the CPU path runs eager only"
-    run["unavailable"] = [{"mode": m, "reason": reason} for m in ("piecewise", "full")]
-    run["notices"] = ["CPU path: step times are wall-clock; kernels and GPU idle are not observable"]
-    for r in run["results"]:
-        r.update(measured_fields(r, samples(r["step_ms_median"] * 20, 0.02, seed=r["batch"]), None))
-    run["speedups"] = [{"batch": b, "piecewise_vs_eager": None, "full_vs_eager": None} for b in (1, 4)]
+    run.unavailable = [Unavailable(mode=m, reason=reason) for m in ("piecewise", "full")]
+    run.notices = ["CPU path: step times are wall-clock; kernels and GPU idle are not observable"]
+    for r in run.results:
+        assert r.step_ms_median is not None
+        measure(r, samples(r.step_ms_median * 20, 0.02, seed=r.batch), None)
+    run.speedups = speedups_of(run.results)
     return run
 
 
-def plan_run() -> dict[str, Any]:
+def plan_run() -> ClassifyRun:
     run = classify_run()
-    run["config"]["plan"] = True
-    run["config"]["steps"] = None
-    run["results"] = [cost_fields(m, b) for m in ("eager", "piecewise", "full") for b in (1, 64)]
-    run["speedups"] = []
+    run.config.plan = True
+    run.config.steps = None
+    run.results = [cost_fields(m, b) for m in ("eager", "piecewise", "full") for b in (1, 64)]
+    run.speedups = []
     return run
 
 
-def window(name: str, device: int, span_ms: float, busy_ms: float, kernels: int, **extra: Any) -> dict[str, Any]:
+def window(name: str, device: int, span_ms: float, busy_ms: float, kernels: int, **extra: Any) -> Window:
     span, busy = round(span_ms * 1e6), round(busy_ms * 1e6)
     idle = span - busy
-    record = {
+    fields: dict[str, Any] = {
         "name": name, "device": device, "start_ns": 1_000_000, "end_ns": 1_000_000 + span, "span_ns": span,
         "kernels": kernels, "gpu_ops": kernels + 2, "launches": {"cudaLaunchKernel": kernels},
-        "kernels_per_launch": 1.0, "busy_ns": busy, "idle_fraction": idle / span,
+        "kernels_per_launch": 1.0, "busy_ns": busy, "idle_ns": idle, "idle_fraction": idle / span,
         "idle_host_wait_ns": round(idle * 0.8), "idle_short_gap_ns": round(idle * 0.15),
         "idle_other_ns": idle - round(idle * 0.8) - round(idle * 0.15),
         "gap_p50_ns": 9_800, "gap_p90_ns": 14_200, "gap_p99_ns": 41_000, "gap_max_ns": 120_000,
         "verdict": "launch-bound" if idle / span >= 0.5 else "gpu-bound",
         "verdict_reason": f"GPU idle {idle / span:.0%} of the window, {0.8:.0%} of it waiting on the host",
     }  # fmt: skip
-    record.update(extra)
-    return record
+    fields.update(extra)
+    return Window(**fields)
 
 
-def analyze_run() -> dict[str, Any]:
-    run = _common("analyze")
-    run["environment"] = {}
-    run.update(
-        source={
-            "path": "traces/decode.nsys-rep",
-            "format": "nsys-rep",
-            "nsys_version": "2025.3.1",
-            "export_schema": "3.1",
-        },  # fmt: skip
-        config={"ranges": ["decode_step"], "devices": None},
+def analyze_run() -> AnalyzeRun:
+    return AnalyzeRun(
+        **copy.deepcopy(HEADER),
+        command=["launchprobe", "analyze"],
+        source=Source(
+            path="traces/decode.nsys-rep", format="nsys-rep", tool="nsys", tool_version="2025.3.1", schema_version="3.1"
+        ),  # fmt: skip
+        config=AnalyzeConfigRecord(ranges=["decode_step"], devices=None),
         windows=[
             window("decode_step", 0, 9.5, 4.4, 480),
             window("decode_step", 0, 9.4, 4.4, 480),
@@ -311,30 +323,24 @@ def analyze_run() -> dict[str, Any]:
                 "rerun nsys with --gpu-metrics-devices=all",
             ),  # fmt: skip
         ],
-        top_kernels=[
-            {"name": "sm90_xmma_gemm_bf16", "count": 128, "total_ns": 3_900_000, "share_of_busy": 0.44},
-            {"name": "rms_norm_kernel", "count": 64, "total_ns": 160_000, "share_of_busy": 0.02},
-        ],
-        largest_idle=[{"window": "decode_step", "start_ns": 1_200_000, "duration_ns": 120_000, "cause": "host wait"}],
     )
-    return run
 
 
-def scaled(run: dict[str, Any], factor: float, *, mode: str | None = None, batch: int | None = None,
-           spread: float | None = None, seed: int = 100) -> dict[str, Any]:  # fmt: skip
+def scaled(run: ClassifyRun, factor: float, *, mode: str | None = None, batch: int | None = None,
+           spread: float | None = None, seed: int = 100) -> ClassifyRun:  # fmt: skip
     """A copy of a classify run whose step times (matching mode/batch) are multiplied by ``factor``."""
     out = copy.deepcopy(run)
-    for i, r in enumerate(out["results"]):
-        if (mode is None or r["mode"] == mode) and (batch is None or r["batch"] == batch) and "step_ms_median" in r:
-            old = r["step_ms_samples"]
-            rel = spread if spread is not None else (r["step_ms_iqr"] / r["step_ms_median"]) / 1.35
-            new = samples(r["step_ms_median"] * factor, rel, n=len(old), seed=seed + i)
-            busy = r["gpu_busy_ms"]
-            r.update(measured_fields(r, new, busy))
+    for i, r in enumerate(out.results):
+        if (mode is None or r.mode == mode) and (batch is None or r.batch == batch) and r.step_ms_median is not None:
+            old = r.step_ms_samples or []
+            assert r.step_ms_iqr is not None
+            rel = spread if spread is not None else (r.step_ms_iqr / r.step_ms_median) / 1.35
+            new = samples(r.step_ms_median * factor, rel, n=len(old), seed=seed + i)
+            measure(r, new, r.gpu_busy_ms)
     return out
 
 
-def analyze_many_run() -> dict[str, Any]:
+def analyze_many_run() -> AnalyzeRun:
     """Many windows, analysed by the real pipeline on a constructed timeline: 30 eager steps named ``step N``
     (one slow first step, host overhead growing every tenth), launch-bound, and 12 full-graph ``decode_step``
     replays of longer kernels, GPU-bound."""
@@ -384,5 +390,5 @@ def analyze_many_run() -> dict[str, Any]:
         },  # fmt: skip
     )
     run = build_run(timeline, AnalysisOptions(ranges=("step.*", "decode_step.*")))
-    run.update(_common("analyze"), environment=run["environment"], notices=run["notices"])
+    run.created, run.tool, run.command = HEADER["created"], HEADER["tool"], ["launchprobe", "analyze"]
     return run

@@ -64,14 +64,14 @@ def test_idle_split_host_wait_short_other() -> None:
         ],
     )
     [w], _ = analyze_timeline(tl, AnalysisOptions())
-    assert (w["span_ns"], w["busy_ns"]) == (90 * US, 39 * US)
-    assert (w["idle_host_wait_ns"], w["idle_short_gap_ns"], w["idle_other_ns"]) == (20 * US, 1 * US, 30 * US)
-    assert w["launches"] == {"cudaLaunchKernel": 3}
-    assert w["gap_max_ns"] == 30 * US and w["gap_p50_ns"] == 20 * US
-    assert w["largest_idle"][0]["kind"] == "other"
-    assert w["largest_idle"][0]["host_api_in_flight"] == "cudaStreamSynchronize"
-    assert w["queue_ns"]["max"] == 9 * US  # call 2 ended at 2 us, its kernel started at 11 us
-    assert w["launch_api_ns"]["p50"] == 1 * US
+    assert (w.span_ns, w.busy_ns) == (90 * US, 39 * US)
+    assert (w.idle_host_wait_ns, w.idle_short_gap_ns, w.idle_other_ns) == (20 * US, 1 * US, 30 * US)
+    assert w.launches == {"cudaLaunchKernel": 3}
+    assert w.gap_max_ns == 30 * US and w.gap_p50_ns == 20 * US
+    assert w.largest_idle[0].kind == "other"
+    assert w.largest_idle[0].host_api_in_flight == "cudaStreamSynchronize"
+    assert w.queue_ns.max == 9 * US  # call 2 ended at 2 us, its kernel started at 11 us
+    assert w.launch_api_ns.p50 == 1 * US
 
 
 def test_launch_still_in_flight_counts_as_host_wait() -> None:
@@ -81,13 +81,13 @@ def test_launch_still_in_flight_counts_as_host_wait() -> None:
         apis=[("cudaLaunchKernel", 0, 1 * US, 1), ("cudaLaunchKernel", 1 * US, 11 * US, 2)],
     )
     [w], _ = analyze_timeline(tl, AnalysisOptions())
-    assert w["idle_host_wait_ns"] == 7 * US
+    assert w.idle_host_wait_ns == 7 * US
 
 
 def test_short_gap_threshold_option() -> None:
     tl = timeline(ops=[(0, 10, 1), (15, 20, 2)], apis=[("cudaLaunchKernel", 0, 1, 1), ("cudaLaunchKernel", 1, 2, 2)])
     [w], _ = analyze_timeline(tl, AnalysisOptions(short_gap_ns=3))
-    assert w["idle_other_ns"] == 5 and w["idle_short_gap_ns"] == 0
+    assert w.idle_other_ns == 5 and w.idle_short_gap_ns == 0
 
 
 def test_range_attribution_by_launch_thread_and_overlap() -> None:
@@ -102,9 +102,9 @@ def test_range_attribution_by_launch_thread_and_overlap() -> None:
     )
     [w], _ = analyze_timeline(tl, AnalysisOptions(ranges=("st.p",)))
     # op 1 (launched inside) and op 4 (no launch call, overlaps) belong; op 2 was launched by another thread.
-    assert (w["gpu_ops"], w["start_ns"], w["end_ns"]) == (2, 0, 25)
+    assert (w.gpu_ops, w.start_ns, w.end_ns) == (2, 0, 25)
     [w], _ = analyze_timeline(tl, AnalysisOptions(ranges=("step",), same_thread=False))
-    assert w["gpu_ops"] == 3 and w["end_ns"] == 40  # the window stretches to the end of its GPU work
+    assert w.gpu_ops == 3 and w.end_ns == 40  # the window stretches to the end of its GPU work
 
 
 def test_range_that_never_occurs_is_no_data() -> None:
@@ -133,16 +133,16 @@ def test_launch_bound_decode_loop(tmp_path: Path) -> None:
     assert len(records) == 5
     w = records[2]
     span = 50 * US + 20 * 8 * US + 1_500 + 3 * US + 2 * US
-    assert (w["span_ns"], w["busy_ns"], w["kernels"]) == (span, 60 * US, 20)
-    assert w["idle_host_wait_ns"] == span - 60 * US  # every stretch waits for the next launch
-    assert w["launches"] == {"cudaLaunchKernel": 20} and w["kernels_per_launch"] == 1.0
-    assert w["gap_p50_ns"] == 5 * US
-    assert w["queue_ns"]["p50"] == 1_500 and w["launch_api_ns"]["p50"] == 8 * US
-    assert w["verdict"] == "launch-bound"
-    assert records[-1]["idle_other_ns"] == 2 * US  # trailing sync stretch with no next op
+    assert (w.span_ns, w.busy_ns, w.kernels) == (span, 60 * US, 20)
+    assert w.idle_host_wait_ns == span - 60 * US  # every stretch waits for the next launch
+    assert w.launches == {"cudaLaunchKernel": 20} and w.kernels_per_launch == 1.0
+    assert w.gap_p50_ns == 5 * US
+    assert w.queue_ns.p50 == 1_500 and w.launch_api_ns.p50 == 8 * US
+    assert w.verdict == "launch-bound"
+    assert records[-1].idle_other_ns == 2 * US  # trailing sync stretch with no next op
     [summary] = summaries
-    assert summary["instances"] == 5 and summary["verdict"] == "launch-bound"
-    assert summary["kernels"] == 100
+    assert summary.instances == 5 and summary.verdict == "launch-bound"
+    assert summary.kernels == 100
 
 
 def test_gpu_bound_loop_resolved_by_metrics(tmp_path: Path) -> None:
@@ -155,21 +155,21 @@ def test_gpu_bound_loop_resolved_by_metrics(tmp_path: Path) -> None:
     path = synth.write_nsys_sqlite(tmp_path / "m.sqlite", data, metrics=metrics)
     records, _ = analyze_timeline(read_nsys_sqlite(path), AnalysisOptions(ranges=("decode_step",)))
     w = records[1]
-    assert w["idle_short_gap_ns"] == 19 * US
-    assert w["idle_fraction"] < 0.1
-    assert w["verdict"] == "memory-bound"
-    assert w["metrics"]["dram_pct"] == pytest.approx(70.0)
-    assert "DRAM throughput 70.0%" in w["verdict_reason"]
+    assert w.idle_short_gap_ns == 19 * US
+    assert w.idle_fraction is not None and w.idle_fraction < 0.1
+    assert w.verdict == "memory-bound"
+    assert w.metrics is not None and w.metrics.dram_pct == pytest.approx(70.0)
+    assert "DRAM throughput 70.0%" in w.verdict_reason
     # without metrics: GPU-bound, and the reason says what would decide it
     path2 = synth.write_nsys_sqlite(tmp_path / "n.sqlite", data)
     records, _ = analyze_timeline(read_nsys_sqlite(path2), AnalysisOptions(ranges=("decode_step",)))
-    assert records[1]["verdict"] == "gpu-bound" and "--gpu-metrics-devices" in records[1]["verdict_reason"]
+    assert records[1].verdict == "gpu-bound" and "--gpu-metrics-devices" in records[1].verdict_reason
 
 
 def test_graph_launch_fan_out(tmp_path: Path) -> None:
     path, _ = _loop_db(tmp_path, synth.Loop(steps=2, kernels_per_step=30, graph=True))
-    [w] = build_run(read_nsys_sqlite(path), AnalysisOptions())["windows"]
-    assert w["launches"] == {"cudaGraphLaunch": 2} and w["kernels_per_launch"] == 30.0
+    [w] = build_run(read_nsys_sqlite(path), AnalysisOptions()).windows
+    assert w.launches == {"cudaGraphLaunch": 2} and w.kernels_per_launch == 30.0
 
 
 def test_device_filter(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_device_filter(tmp_path: Path) -> None:
 
     path, _ = _loop_db(tmp_path, synth.Loop(steps=1), device=3)
     tl = read_nsys_sqlite(path)
-    assert [w["device"] for w in analyze_timeline(tl, AnalysisOptions(devices=(3,)))[0]] == [3]
+    assert [w.device for w in analyze_timeline(tl, AnalysisOptions(devices=(3,)))[0]] == [3]
     with pytest.raises(NoDataError, match="device 0"):
         analyze_timeline(tl, AnalysisOptions(devices=(0,)))
 

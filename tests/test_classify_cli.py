@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from launchprobe.runfile import SCHEMA_VERSION, load_run
+from launchprobe.run import SCHEMA_VERSION, load_run, to_builtins
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--device", "cpu", "--steps", "3", "--warmup", "1", "-q"]
@@ -45,7 +45,7 @@ def test_cpu_path_end_to_end_json_and_run_file(cache_dir: Path, tmp_path: Path) 
     proc = launchprobe("classify", *FAST, "--batch", "1,3", "--format", "json", "--output", str(out), cache=cache_dir)
     assert proc.returncode == 0, proc.stderr
     run = json.loads(proc.stdout)
-    assert run == load_run(out)
+    assert run == to_builtins(load_run(out))
     assert run["schema_version"] == SCHEMA_VERSION and run["kind"] == "classify"
     assert run["environment"]["device"] == "cpu" and run["environment"]["torch"] == torch.__version__
     assert run["shape"]["name"] == "tiny"

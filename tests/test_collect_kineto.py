@@ -128,26 +128,26 @@ def test_real_traces_match_independent_numbers(name: str) -> None:
     from launchprobe.analysis.windows import AnalysisOptions
 
     run = build_run(load_trace(path), AnalysisOptions())
-    [w] = run["windows"]
+    [w] = run.windows
     ref = _reference(path)
-    assert (w["kernels"], w["gpu_ops"], w["span_ns"], w["busy_ns"]) == (
+    assert (w.kernels, w.gpu_ops, w.span_ns, w.busy_ns) == (
         ref["kernels"],
         ref["ops"],
         ref["span"],
         ref["busy"],
     )
-    assert w["launches"] == ref["launches"]
-    assert w["idle_host_wait_ns"] + w["idle_short_gap_ns"] + w["idle_other_ns"] == w["span_ns"] - w["busy_ns"]
+    assert w.launches == ref["launches"]
+    assert w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns == w.span_ns - w.busy_ns
     # SOURCES.md facts
     if name == "rank0.json.gz":
-        assert w["launches"] == {"cudaLaunchKernel": 5240, "cudaGraphLaunch": 70}
-        assert w["ops_without_launch"] >= 705
+        assert w.launches == {"cudaLaunchKernel": 5240, "cudaGraphLaunch": 70}
+        assert w.ops_without_launch >= 705
     if name == "test.json.gz":
-        assert w["launches"]["cudaGraphLaunch"] == 12
-        assert w["kernels_per_launch"] == pytest.approx((9876 - 546) / (4866 + 12), abs=1e-3)
+        assert w.launches["cudaGraphLaunch"] == 12
+        assert w.kernels_per_launch == pytest.approx((9876 - 546) / (4866 + 12), abs=1e-3)
     if name == "nccl_data.json.gz":
-        assert w["launches"] == {"cudaLaunchKernel": 2550, "cudaLaunchKernelExC": 150}
-        assert w["verdict"] == "launch-bound"
+        assert w.launches == {"cudaLaunchKernel": 2550, "cudaLaunchKernelExC": 150}
+        assert w.verdict == "launch-bound"
 
 
 def test_ns_column_matches_us_to_ns_on_every_form() -> None:

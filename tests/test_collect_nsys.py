@@ -44,8 +44,8 @@ def test_gpu_metrics_read_by_name(tmp_path: Path) -> None:
     metrics += [(1_000_000 + i * 10_000, "GPC Clock Frequency [MHz]", 1980.0) for i in range(5)]
     tl = read_nsys_sqlite(synth.write_nsys_sqlite(tmp_path / "m.sqlite", data, device=0, metrics=metrics))
     assert tl.metrics is not None
-    assert set(tl.metrics["metric"]) == {"DRAM Read Bandwidth [Throughput %]"}  # only what the verdict uses
-    assert tl.metrics["device"].unique().tolist() == [0]
+    assert set(tl.metrics.metric) == {"DRAM Read Bandwidth [Throughput %]"}  # only what the verdict uses
+    assert tl.metrics.device.unique().tolist() == [0]
 
 
 def test_not_nsys_sqlite_is_bad_trace(tmp_path: Path) -> None:
@@ -115,29 +115,29 @@ def test_real_exports_match_independent_numbers(path: Path, devices: list[int]) 
     from launchprobe.analysis.windows import AnalysisOptions
 
     run = build_run(load_trace(path), AnalysisOptions())
-    by_dev = {w["device"]: w for w in run["windows"]}
+    by_dev = {w.device: w for w in run.windows}
     assert sorted(by_dev) == devices
     for dev in devices:
         ref, w = _reference(path, dev), by_dev[dev]
-        assert (w["span_ns"], w["busy_ns"], w["kernels"], w["gpu_ops"]) == (
+        assert (w.span_ns, w.busy_ns, w.kernels, w.gpu_ops) == (
             ref["span"],
             ref["busy"],
             ref["kernels"],
             ref["ops"],
         )
-        assert w["gap_p50_ns"] == ref["p50"]
-        assert w["idle_host_wait_ns"] + w["idle_short_gap_ns"] + w["idle_other_ns"] == w["span_ns"] - w["busy_ns"]
+        assert w.gap_p50_ns == ref["p50"]
+        assert w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns == w.span_ns - w.busy_ns
     if path == NVFUSER:
         w = by_dev[0]
-        assert w["span_ns"] == 3_190_337_735 and w["busy_ns"] == 31_559_046  # SOURCES.md
-        assert w["launches"] == {"cudaLaunchKernel": 9, "cuLaunchKernel": 6, "cuLaunchKernelEx": 3}
-        assert w["verdict"] == "launch-bound"
-        assert run["source"]["tool_version"] == "2025.1.1.110"
+        assert w.span_ns == 3_190_337_735 and w.busy_ns == 31_559_046  # SOURCES.md
+        assert w.launches == {"cudaLaunchKernel": 9, "cuLaunchKernel": 6, "cuLaunchKernelEx": 3}
+        assert w.verdict == "launch-bound"
+        assert run.source.tool_version == "2025.1.1.110"
     else:
         for w in by_dev.values():
-            assert w["kernels"] == 1721
-            assert w["idle_fraction"] < 0.01  # copies count as busy (SOURCES.md: ~0.007)
-            assert w["verdict"] == "gpu-bound" and "gpu-metrics-devices" in w["verdict_reason"]
+            assert w.kernels == 1721
+            assert w.idle_fraction is not None and w.idle_fraction < 0.01  # copies count as busy (SOURCES.md: ~0.007)
+            assert w.verdict == "gpu-bound" and "gpu-metrics-devices" in w.verdict_reason
 
 
 def test_real_export_kernel_only_numbers() -> None:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import runs
@@ -23,7 +24,8 @@ from launchprobe.compare import (
     mann_whitney_p,
     parse_threshold,
 )
-from launchprobe.runfile import save_run
+from launchprobe.run.files import save_run, to_builtins
+from launchprobe.run.schema import ClassifyRun
 
 STEP = CLASSIFY_METRICS["step_ms"]
 TOKENS = CLASSIFY_METRICS["tokens_per_s"]
@@ -131,8 +133,8 @@ def test_rows_only_on_one_side_are_listed() -> None:
 def test_analyze_windows_pool_instances() -> None:
     base = runs.analyze_run()
     new = copy.deepcopy(base)
-    for w in new["windows"][:2]:
-        w["span_ns"] = round(w["span_ns"] * 1.2)
+    for w in new.windows[:2]:
+        w.span_ns = round(w.span_ns * 1.2)
     result = compare_runs(base, new)
     by_key = {c.key: c for c in result.changes}
     assert set(by_key) == {"decode_step (device 0)", "prefill (device 0)"}
@@ -143,12 +145,12 @@ def test_analyze_windows_pool_instances() -> None:
 # --- inputs that cannot be compared ---
 
 
-def _mutate(path: tuple[str, ...], value: object) -> dict:
+def _mutate(path: tuple[str, ...], value: object) -> ClassifyRun:
     run = runs.classify_run()
-    target = run
+    target: Any = run
     for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
+        target = getattr(target, key)
+    setattr(target, path[-1], value)
     return run
 
 
@@ -166,7 +168,8 @@ def _mutate(path: tuple[str, ...], value: object) -> dict:
     ],
 )
 def test_mismatched_inputs_are_reported(path: tuple[str, ...], value: object, message: str) -> None:
-    result = compare_runs(runs.classify_run(), _mutate(path, value))
+    other = runs.analyze_run() if path == ("kind",) else _mutate(path, value)  # a run's kind is its type
+    result = compare_runs(runs.classify_run(), other)
     assert any(message in p for p in result.problems), result.problems
     assert result.exit_code == 4 and not result.changes
 
@@ -209,7 +212,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
         save_run(run, paths[name])
     (tmp_path / "garbage.json").write_text("{not json")
     paths["garbage"] = tmp_path / "garbage.json"
-    future = copy.deepcopy(base)
+    future = to_builtins(base)
     future["schema_version"] = 99
     paths["future"] = tmp_path / "future.json"
     paths["future"].write_text(json.dumps(future))

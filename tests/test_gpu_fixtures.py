@@ -25,6 +25,8 @@ from launchprobe.analysis.trace_run import build_run
 from launchprobe.analysis.windows import AnalysisOptions, prepare, range_windows
 from launchprobe.cli import main
 from launchprobe.collect import load_trace
+from launchprobe.run.files import from_builtins
+from launchprobe.run.schema import AnalyzeRun, Window
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODES = ("eager", "piecewise", "full")
@@ -276,36 +278,36 @@ CHECKED = (
 )  # fmt: skip
 
 
-def _check_windows(run: dict[str, Any], trace: Trace, ranges: list[Range]) -> list[dict[str, Any]]:
-    windows = run["windows"]
+def _check_windows(run: AnalyzeRun, trace: Trace, ranges: list[Range]) -> list[Window]:
+    windows = run.windows
     assert len(windows) == len(ranges)  # one device
     ordered = sorted(ranges, key=lambda r: (r.start, r.end))
     for w, rng in zip(windows, ordered, strict=True):
-        assert w["name"] == rng.name
-        ref = trace.window(rng, w["device"])
-        assert {k: w[k] for k in CHECKED} == ref, rng.name
-        assert w["idle_host_wait_ns"] + w["idle_short_gap_ns"] + w["idle_other_ns"] == w["span_ns"] - w["busy_ns"]
-        assert w["ops_without_launch"] == 0
+        assert w.name == rng.name
+        ref = trace.window(rng, w.device)
+        assert {k: getattr(w, k) for k in CHECKED} == ref, rng.name
+        assert w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns == w.span_ns - w.busy_ns
+        assert w.ops_without_launch == 0
     return list(windows)
 
 
 def test_tiny_decode_steps_match_independent_numbers(tiny: Path, tiny_trace: Trace) -> None:
     run = build_run(load_trace(tiny), AnalysisOptions(ranges=("decode_step.*",)))
     windows = _check_windows(run, tiny_trace, _steps(tiny_trace))
-    by_mode: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_mode: dict[str, list[Window]] = defaultdict(list)
     for w in windows:
-        by_mode[w["name"].split()[1].removeprefix("mode=")].append(w)
-    assert all(w["verdict"] == "launch-bound" for w in by_mode["eager"])
-    assert all(w["kernels"] == by_mode["eager"][0]["kernels"] for w in windows)  # same kernels, every mode
+        by_mode[w.name.split()[1].removeprefix("mode=")].append(w)
+    assert all(w.verdict == "launch-bound" for w in by_mode["eager"])
+    assert all(w.kernels == by_mode["eager"][0].kernels for w in windows)  # same kernels, every mode
     full = by_mode["full"]
-    assert all(w["launches"] == {"cudaGraphLaunch": 1} for w in full)
-    assert Counter(w["verdict"] for w in full).most_common(1)[0][0] == "gpu-bound"
+    assert all(w.launches == {"cudaGraphLaunch": 1} for w in full)
+    assert Counter(w.verdict for w in full).most_common(1)[0][0] == "gpu-bound"
     # the graphs shrink the step: the median full step is several times shorter than the median eager step
-    med = {m: sorted(w["span_ns"] for w in ws)[len(ws) // 2] for m, ws in by_mode.items()}
+    med = {m: sorted(w.span_ns for w in ws)[len(ws) // 2] for m, ws in by_mode.items()}
     assert med["full"] * 3 < med["eager"] and med["piecewise"] < med["eager"]
-    summaries = {s["name"]: s for s in run["summaries"]}
+    summaries = {s.name: s for s in run.summaries}
     for name, s in summaries.items():
-        assert s["verdict"] != "launch-bound" if "mode=full" in name else s["verdict"] == "launch-bound"
+        assert s.verdict != "launch-bound" if "mode=full" in name else s.verdict == "launch-bound"
 
 
 def test_graph_replayed_kernels_belong_to_their_steps(tiny: Path, tiny_trace: Trace) -> None:
@@ -335,17 +337,19 @@ def test_plain_torch_steps_match_independent_numbers(plain: Path, plain_trace: T
     assert len(steps) == 40
     windows = _check_windows(run, plain_trace, steps)
     for w in windows:
-        assert w["memcpys"] == 1  # the token copied to the host
-        assert w["idle_host_wait_ns"] > w["idle_short_gap_ns"] + w["idle_other_ns"]  # host wait dominates
-        assert w["verdict"] == "launch-bound"
+        assert w.memcpys == 1  # the token copied to the host
+        assert w.idle_host_wait_ns > w.idle_short_gap_ns + w.idle_other_ns  # host wait dominates
+        assert w.verdict == "launch-bound"
 
 
-def _cli_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+def _cli_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> AnalyzeRun:
     try:
         main(argv)
     except SystemExit as exc:
         assert not exc.code
-    return dict(json.loads(capsys.readouterr().out))
+    run = from_builtins(json.loads(capsys.readouterr().out))
+    assert isinstance(run, AnalyzeRun)
+    return run
 
 
 @pytest.mark.parametrize("fixture,pattern", [("tiny", "decode_step.*"), ("plain", "step.*")])
@@ -358,4 +362,4 @@ def test_cli_gives_the_library_numbers(
     steps = [r for r in trace.ranges if re.fullmatch(pattern, r.name)]
     _check_windows(run, trace, steps)
     library = build_run(load_trace(path), AnalysisOptions(ranges=(pattern,)))
-    assert run["windows"] == json.loads(json.dumps(library["windows"]))
+    assert run.windows == library.windows

@@ -24,18 +24,18 @@ def test_kernel_pass_times_every_op(mode: str) -> None:
     result = kernel_pass.kernel_pass(
         mode, 8, model.step(8), clean_step_ms=1.0, costs=costs, durations_ns=durations, repeats=3
     )
-    rows = result["kernels"]
-    assert [r["op"] for r in rows] == [op.name for op in model.step(8)]
-    assert all(r["end_ns"] >= r["start_ns"] >= 0 for r in rows)
-    assert all(0 <= r["gap_corrected_ns"] <= r["gap_before_ns"] for r in rows)
-    assert result["instrumented_step_ms"] > 0
-    hosted = [r["host_launched"] for r in rows]
+    rows = result.kernels
+    assert [r.op for r in rows] == [op.name for op in model.step(8)]
+    assert all(r.end_ns >= r.start_ns >= 0 for r in rows)
+    assert all(0 <= (r.gap_corrected_ns or 0) <= r.gap_before_ns for r in rows)
+    assert result.instrumented_step_ms and result.instrumented_step_ms > 0
+    hosted = [r.host_launched for r in rows]
     if mode == "eager":
         assert all(hosted)
     elif mode == "full":
         assert not any(hosted)
     else:
-        assert {r["op"] for r in rows if r["host_launched"]} == {"kv_write", "attention"}
-    check = result["cupti_check"]
-    assert check["cupti_kernels"] >= len(rows)
-    assert check["cupti_busy_ns"] > 0
+        assert {r.op for r in rows if r.host_launched} == {"kv_write", "attention"}
+    check = result.cupti_check
+    assert check is not None and check.cupti_kernels is not None and check.cupti_kernels >= len(rows)
+    assert check.cupti_busy_ns and check.cupti_busy_ns > 0

@@ -27,9 +27,11 @@ def test_timeline_data() -> None:
     assert plot is not None
     rows = {row["mode"]: row for row in plot.data["rows"]}
     assert list(rows) == ["eager", "piecewise", "full"]
-    kernels = run["results"][0]["kernel_pass"]["kernels"]
+    kernel_pass = run.results[0].kernel_pass
+    assert kernel_pass is not None
+    kernels = kernel_pass.kernels
     eager_busy = sum(d for _, d in rows["eager"]["busy_ms"])
-    assert eager_busy == pytest.approx(sum(k["end_ns"] - k["start_ns"] for k in kernels) / 1e6)
+    assert eager_busy == pytest.approx(sum(k.end_ns - k.start_ns for k in kernels) / 1e6)
     assert rows["eager"]["step_ms"] > rows["full"]["step_ms"]  # one shared time axis
     ax = plot.figure.axes[0]
     assert ax.get_xlabel() == "time from step start (ms)" and "batch 1" in ax.get_title()
@@ -54,7 +56,9 @@ def test_gap_histogram_counts_every_kernel() -> None:
     run = runs.classify_run()
     plot = plots.plot_gaps(run, 1)
     assert plot is not None
-    n_kernels = len(run["results"][0]["kernel_pass"]["kernels"])
+    kernel_pass = run.results[0].kernel_pass
+    assert kernel_pass is not None
+    n_kernels = len(kernel_pass.kernels)
     assert {mode: sum(c) for mode, c in plot.data["counts"].items()} == {
         m: n_kernels for m in ("eager", "piecewise", "full")
     }

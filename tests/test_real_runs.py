@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,51 +10,59 @@ import pytest
 
 from launchprobe.analysis.kernel_gaps import aggregate_ops
 from launchprobe.analysis.verdict import classify_step
-from launchprobe.runfile import load_run, upgrade_run
+from launchprobe.run.files import load_run
+from launchprobe.run.schema import ClassifyRun
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def default_run() -> dict:
-    return load_run(FIXTURES / "h200_classify_default.json")
+def default_run() -> ClassifyRun:
+    run = load_run(FIXTURES / "h200_classify_default.json")
+    assert isinstance(run, ClassifyRun)
+    return run
 
 
-def kernels_run() -> dict:
-    with gzip.open(FIXTURES / "h200_classify_kernels_8b.json.gz", "rt") as handle:
-        return upgrade_run(json.load(handle))
+def kernels_run() -> ClassifyRun:
+    run = load_run(FIXTURES / "h200_classify_kernels_8b.json.gz")  # gzipped run files load as they are
+    assert isinstance(run, ClassifyRun)
+    return run
 
 
 def test_every_stored_verdict_follows_from_its_own_numbers() -> None:
     run = default_run()
-    assert run["environment"]["gpu"] == "NVIDIA H200" and len(run["results"]) == 12
-    for r in run["results"]:
+    assert run.environment.gpu == "NVIDIA H200" and len(run.results) == 12
+    assert run.ceilings is not None
+    for r in run.results:
+        assert r.step_ms_median and r.memory_floor_ms is not None and r.compute_floor_ms is not None
+        assert r.gpu_busy_ms is not None and r.step_ms_samples is not None
         again = classify_step(
-            step_ms=r["step_ms_median"],
-            idle_fraction=r["idle_fraction"],
-            memory_floor_ms=r["memory_floor_ms"],
-            compute_floor_ms=r["compute_floor_ms"],
+            step_ms=r.step_ms_median,
+            idle_fraction=r.idle_fraction,
+            memory_floor_ms=r.memory_floor_ms,
+            compute_floor_ms=r.compute_floor_ms,
         )
-        assert again.verdict == r["verdict"]
+        assert again.verdict == r.verdict
         # busy comes from a separate CUPTI pass and can exceed the clean step by a little: idle is clipped at 0
-        assert r["idle_fraction"] == pytest.approx(max(0.0, 1 - r["gpu_busy_ms"] / r["step_ms_median"]))
-        assert r["tokens_per_s"] == pytest.approx(r["batch"] / r["step_ms_median"] * 1e3)
-        assert r["achieved_bandwidth_fraction"] == pytest.approx(
-            r["bytes_per_step"] / (r["step_ms_median"] / 1e3) / run["ceilings"]["hbm_read_bytes_per_s"]
+        assert r.idle_fraction == pytest.approx(max(0.0, 1 - r.gpu_busy_ms / r.step_ms_median))
+        assert r.tokens_per_s == pytest.approx(r.batch / r.step_ms_median * 1e3)
+        assert r.achieved_bandwidth_fraction == pytest.approx(
+            r.bytes_per_step / (r.step_ms_median / 1e3) / run.ceilings.hbm_read_bytes_per_s
         )
-        assert len(r["step_ms_samples"]) == run["config"]["steps"]
+        assert len(r.step_ms_samples) == run.config.steps
 
 
 def test_kernel_pass_rows_add_up() -> None:
-    for r in kernels_run()["results"]:
-        kp = r["kernel_pass"]
-        rows = kp["kernels"]
+    for r in kernels_run().results:
+        kp = r.kernel_pass
+        assert kp is not None and kp.instrumented_step_ms is not None
+        rows = kp.kernels
         assert len(rows) == 323  # 10 ops x 32 layers + embed, final norm, lm_head
-        span = rows[-1]["end_ns"] - rows[0]["start_ns"]
-        assert sum(x["duration_ns"] + x["gap_before_ns"] for x in rows) == pytest.approx(span, rel=1e-9)
-        ops = aggregate_ops(rows, kp["instrumented_step_ms"] * 1e6)
-        assert [o["op"] for o in ops] == [o["op"] for o in kp["ops"]]
-        assert [o["count"] for o in ops] == [o["count"] for o in kp["ops"]]
+        span = rows[-1].end_ns - rows[0].start_ns
+        assert sum((x.duration_ns or 0) + x.gap_before_ns for x in rows) == pytest.approx(span, rel=1e-9)
+        ops = aggregate_ops([x.to_dict() for x in rows], kp.instrumented_step_ms * 1e6)
+        assert [o["op"] for o in ops] == [o.op for o in kp.ops]
+        assert [o["count"] for o in ops] == [o.count for o in kp.ops]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import runs
@@ -16,10 +17,11 @@ from launchprobe.errors import UsageError
 from launchprobe.render import build_report, emit, pick_format, render_table, render_text
 from launchprobe.render.markdown import report_markdown
 from launchprobe.render.model import Strip
-from launchprobe.runfile import load_run
+from launchprobe.run.files import from_builtins, load_run, to_builtins
+from launchprobe.run.schema import IdleStretch, Run, TopKernel
 
 
-def plain_output(run: dict, width: int = 100) -> str:
+def plain_output(run: Run, width: int = 100) -> str:
     buffer = io.StringIO()
     render_table(run, make_console(buffer, plain=True, width=width))
     return buffer.getvalue()
@@ -46,31 +48,37 @@ def test_unknown_format_is_a_usage_error() -> None:
         pick_format("html", None)
 
 
+MINIMAL_CLASSIFY: dict[str, Any] = {
+    "schema_version": 1,
+    "kind": "classify",
+    "config": {"shape": "x", "batches": [1], "context": 1, "modes": ["eager"], "dtype": "bf16"},
+    "shape": {"name": "x", "layers": 1, "hidden": 8, "ffn": 8, "heads": 1, "kv_heads": 1, "head_dim": 8, "vocab": 8},
+}
+ONE_RESULT = {"mode": "eager", "batch": 1, "bucket": 1, "padding_fraction": 0.0, "bytes_per_step": 1,
+              "flops_per_step": 1, "kernels_expected": 1}  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    "run",
+    ("raw", "loads"),
     [
-        {"schema_version": 1, "kind": "classify"},
-        {"schema_version": 1, "kind": "analyze"},
-        {
-            "schema_version": 1,
-            "kind": "classify",
-            "results": [{"mode": "eager"}, "junk", {"batch": "x"}],
-            "ceilings": None,
-            "memory": None,
-            "speedups": None,
-            "config": {"plan": False},
-        },  # fmt: skip
-        {"schema_version": 1, "kind": "classify", "config": {"plan": True}, "results": [{"mode": "full", "batch": 1}]},
-        {"schema_version": 1, "kind": "analyze", "windows": [{"name": "w"}, None], "source": None},
-        {"schema_version": 1, "kind": "classify", "results": [{"mode": "eager", "batch": 1, "kernel_pass": {}}]},
-        {
-            "schema_version": 1,
-            "kind": "classify",
-            "results": [{"mode": "eager", "batch": 1, "kernel_pass": {"kernels": [{"start_ns": 5}], "ops": [{}]}}],
-        },
+        ({"schema_version": 1, "kind": "classify"}, False),
+        ({"schema_version": 1, "kind": "analyze"}, True),
+        (MINIMAL_CLASSIFY, True),
+        ({**MINIMAL_CLASSIFY, "results": [{"mode": "eager"}, "junk", {"batch": "x"}], "ceilings": None}, False),
+        ({**MINIMAL_CLASSIFY, "config": {**MINIMAL_CLASSIFY["config"], "plan": True}, "results": [ONE_RESULT]}, True),
+        ({"schema_version": 1, "kind": "analyze", "windows": [{"name": "w"}, None], "source": None}, False),
+        ({**MINIMAL_CLASSIFY, "results": [{**ONE_RESULT, "kernel_pass": {}}]}, True),
+        ({**MINIMAL_CLASSIFY, "results": [{**ONE_RESULT, "kernel_pass": {"kernels": [{"start_ns": 5}]}}]}, False),
     ],
 )
-def test_missing_values_never_crash(run: dict) -> None:
+def test_partial_run_files_render_or_are_refused(raw: dict, loads: bool) -> None:
+    """A run file with values missing renders with dashes where the schema lets them be missing; one missing what
+    the schema requires is refused by the loader in one line naming the field, never rendered half-way."""
+    if not loads:
+        with pytest.raises(UsageError, match=r"^x.json: not a valid launchprobe run file: \S"):
+            from_builtins(raw, "x.json")
+        return
+    run = from_builtins(raw, "x.json")
     for fmt in ("plain", "markdown", "csv", "json"):
         assert render_text(run, fmt)
     assert "—" in report_markdown(build_report(run))
@@ -111,7 +119,8 @@ def test_json_to_console_is_the_run() -> None:
     buffer = io.StringIO()
     run = runs.classify_run()
     emit(run, fmt="json", output=None, console=make_console(buffer))
-    assert json.loads(buffer.getvalue()) == run
+    assert from_builtins(json.loads(buffer.getvalue())) == run
+    assert json.loads(buffer.getvalue()) == to_builtins(run)
 
 
 def test_csv_is_flat_without_samples_or_kernels(tmp_path: Path) -> None:
@@ -138,7 +147,7 @@ def test_json_output_round_trips_and_refuses_overwrite(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="already exists"):
         emit(run, fmt=None, output=out)
     emit(runs.classify_run(), fmt=None, output=out, force=True)
-    assert load_run(out)["kind"] == "classify"
+    assert load_run(out).kind == "classify"
 
 
 def test_markdown_appends_to_an_existing_summary(tmp_path: Path) -> None:
@@ -205,7 +214,11 @@ def test_strip_cells() -> None:
 
 
 def test_analyze_report_has_windows_reasons_and_lists() -> None:
-    text = plain_output(runs.analyze_run(), width=140)
+    run = runs.analyze_run()
+    run.windows[0].top_kernels = [TopKernel(name="sm90_xmma_gemm_bf16", count=128, total_ns=3_900_000, mean_ns=30_469)]
+    run.windows[0].largest_idle = [IdleStretch(start_ns=1_200_000, end_ns=1_320_000, duration_ns=120_000,
+                                               kind="host wait")]  # fmt: skip
+    text = plain_output(run, width=140)
     assert "decode_step" in text and "undetermined" in text
     assert "--gpu-metrics-devices=all" in text
     assert "Top kernels" in text and "sm90_xmma_gemm_bf16" in text
@@ -228,7 +241,7 @@ def test_rendering_does_not_import_torch_or_matplotlib() -> None:
 
 def test_many_windows_summarised_per_range_name() -> None:
     run = runs.analyze_many_run()
-    assert len(run["windows"]) == 42
+    assert len(run.windows) == 42
     text = plain_output(run, width=200)
     assert text.count("Largest idle stretches") == 2 and text.count("Top kernels") == 2  # once per range name
     assert "Slowest 8 of 42 windows" in text and "34 more windows in the JSON/CSV" in text
@@ -241,11 +254,11 @@ def test_many_windows_summarised_per_range_name() -> None:
 
 def test_few_windows_listed_one_by_one() -> None:
     run = runs.analyze_many_run()
-    run["windows"] = [w for w in run["windows"] if w["name"].startswith("decode_step")]
-    run["summaries"] = [s for s in run["summaries"] if s["name"].startswith("decode_step")]
+    run.windows = [w for w in run.windows if w.name.startswith("decode_step")]
+    run.summaries = [s for s in run.summaries if s.name.startswith("decode_step")]
     text = plain_output(run, width=200)
     assert "Windows\n" in text and "more windows" not in text
     assert "decode_step mode=full bucket=1 #11" in text
-    for s in run["summaries"]:  # a run saved before pooling: the slowest window's lists
-        del s["top_kernels"], s["largest_idle"]
+    for s in run.summaries:  # a run saved before pooling: the slowest window's lists
+        s.top_kernels = s.largest_idle = None
     assert "Top kernels: decode_step mode=full bucket=1 (device 0), slowest window" in plain_output(run, width=200)

@@ -9,7 +9,7 @@ import pytest
 import runs
 
 from launchprobe.cli import main
-from launchprobe.runfile import save_run
+from launchprobe.run.files import save_run
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:

@@ -21,6 +21,7 @@ from launchprobe.render import build_report, render_table
 from launchprobe.render import comparison as comparison_report
 from launchprobe.render.markdown import report_markdown
 from launchprobe.render.terminal import print_report
+from launchprobe.run.schema import Run
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 100
@@ -45,7 +46,7 @@ def compare_regression() -> Any:
     return comparison_report.build(compare_runs(base, new), "base.json", "new.json", base, new)
 
 
-RUNS: dict[str, Callable[[], dict[str, Any]]] = {
+RUNS: dict[str, Callable[[], Run]] = {
     "classify": runs.classify_run,
     "classify-cpu": runs.cpu_classify_run,
     "classify-plan": runs.plan_run,

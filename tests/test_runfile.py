@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import runs
 
-from launchprobe import runfile
 from launchprobe.errors import UsageError
+from launchprobe.run import files as runfile
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -27,20 +27,20 @@ def test_save_refuses_to_overwrite_and_leaves_no_temp_files(tmp_path: Path) -> N
         runfile.save_run(runs.analyze_run(), path)
     assert path.read_text() == "mine"
     runfile.save_run(runs.analyze_run(), path, force=True)
-    assert runfile.load_run(path)["kind"] == "analyze"
+    assert runfile.load_run(path).kind == "analyze"
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
 
 
 def test_nan_is_not_written(tmp_path: Path) -> None:
     run = runs.analyze_run()
-    run["windows"][0]["idle_fraction"] = float("nan")
+    run.windows[0].idle_fraction = float("nan")
     with pytest.raises(ValueError):
         runfile.save_run(run, tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()
 
 
 def test_future_version_is_refused(tmp_path: Path) -> None:
-    run = runs.classify_run()
+    run = runfile.to_builtins(runs.classify_run())
     run["schema_version"] = runfile.SCHEMA_VERSION + 1
     path = tmp_path / "future.json"
     path.write_text(json.dumps(run))
@@ -58,7 +58,7 @@ def test_older_version_is_upgraded_on_load(monkeypatch: pytest.MonkeyPatch, tmp_
     path = tmp_path / "old.json"
     runfile.save_run(runs.classify_run(), path)
     upgraded = runfile.load_run(path)
-    assert upgraded["schema_version"] == 2 and upgraded["notices"][-1] == "upgraded from schema 1"
+    assert upgraded.schema_version == 2 and upgraded.notices[-1] == "upgraded from schema 1"
 
 
 def test_version_without_upgrade_path_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -79,3 +79,14 @@ def clipped_union_ns(starts: npt.ArrayLike, ends: npt.ArrayLike, lo: int, hi: in
     e = np.clip(np.asarray(ends, dtype=np.int64), lo, hi)
     keep = e > s
     return union_ns(s[keep], e[keep])
+
+
+def union_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of (start, end) intervals as disjoint intervals in time order (touching ones merge)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged

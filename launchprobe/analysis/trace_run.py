@@ -1,4 +1,4 @@
-"""A Timeline plus options -> the ``kind: "analyze"`` run dict (docs/run-file.md, docs/analysis.md)."""
+"""A Timeline plus options -> the ``kind: "analyze"`` run (docs/run-file.md, docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,17 @@ from launchprobe.analysis.windows import (
     window_gaps,
     window_record,
 )
+from launchprobe.run.schema import (
+    AnalyzeConfigRecord,
+    AnalyzeRun,
+    Environment,
+    PooledIdleStretch,
+    Source,
+    Summary,
+    TopKernel,
+    header_fields,
+)
+from launchprobe.run.schema import Window as WindowRecord
 from launchprobe.timeline import Timeline
 
 COUNTER = re.compile(r"(?<=[\s#_:/-])\d+$")  # a trailing instance number after a separator
@@ -31,7 +42,7 @@ SUM_KEYS = (
 )  # fmt: skip
 
 
-def analyze_timeline(timeline: Timeline, options: AnalysisOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def analyze_timeline(timeline: Timeline, options: AnalysisOptions) -> tuple[list[WindowRecord], list[Summary]]:
     """Window records and, for range windows, one summary per range name (instance counters merged, see
     ``group_name``) and device."""
     prep = prepare(timeline, options)
@@ -47,16 +58,16 @@ def group_name(name: str) -> str:
     return COUNTER.sub("<n>", name)
 
 
-def _groups(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[int]]:
+def _groups(records: list[WindowRecord]) -> dict[tuple[str, int], list[int]]:
     groups: dict[tuple[str, int], list[int]] = {}
     for i, rec in enumerate(records):
-        if rec.get("instance") is not None:
-            groups.setdefault((group_name(rec["name"]), rec["device"]), []).append(i)
+        if rec.instance is not None:
+            groups.setdefault((group_name(rec.name), rec.device), []).append(i)
     return groups
 
 
 def _pooled(
-    windows: list[Window], records: list[dict[str, Any]], prep: Prepared, options: AnalysisOptions
+    windows: list[Window], records: list[WindowRecord], prep: Prepared, options: AnalysisOptions
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """Per group: gap percentiles over all its idle stretches, and its top kernels over all its ops."""
     out = {}
@@ -66,26 +77,27 @@ def _pooled(
         if len(rows) > 1 and np.any(rows[1:] <= rows[:-1]):  # windows that overlap share rows
             rows = np.unique(rows)
         p50, p90 = percentiles(np.concatenate(gaps), (50, 90))
-        out[key] = {"gap_p50_ns": p50, "gap_p90_ns": p90, "top_kernels": top_kernels(prep, rows, options.top_kernels)}
+        kernels: list[TopKernel] = top_kernels(prep, rows, options.top_kernels)
+        out[key] = {"gap_p50_ns": p50, "gap_p90_ns": p90, "top_kernels": kernels}
     return out
 
 
 def summarize(
-    records: list[dict[str, Any]],
+    records: list[WindowRecord],
     *,
     has_metrics: bool,
     pooled: dict[tuple[str, int], dict[str, Any]] | None = None,
     largest: int = 5,
-) -> list[dict[str, Any]]:
+) -> list[Summary]:
     out = []
     for (name, device), members in _groups(records).items():
         recs = [records[i] for i in members]
-        totals = {k: int(sum(r[k] for r in recs)) for k in SUM_KEYS}
-        spans = np.array([r["span_ns"] for r in recs], dtype=np.int64)
-        busy = np.array([r["busy_ns"] for r in recs], dtype=np.int64)
+        totals = {k: int(sum(getattr(r, k) or 0 for r in recs)) for k in SUM_KEYS}
+        spans = np.array([r.span_ns for r in recs], dtype=np.int64)
+        busy = np.array([r.busy_ns for r in recs], dtype=np.int64)
         launches: dict[str, int] = {}
         for r in recs:
-            for api, n in r["launches"].items():
+            for api, n in r.launches.items():
                 launches[api] = launches.get(api, 0) + n
         means = _mean_metrics(recs)
         verdict = decide(
@@ -100,70 +112,72 @@ def summarize(
         span = totals["span_ns"]
         span_p50, span_p90 = percentiles(spans, (50, 90))
         busy_p50, busy_p90 = percentiles(busy, (50, 90))
-        slowest = max(range(len(recs)), key=lambda i: recs[i]["span_ns"])
+        slowest = max(range(len(recs)), key=lambda i: recs[i].span_ns)
         labels = _labels(recs)
         extra = (pooled or {}).get((name, device), {})
         out.append(
-            {
-                "name": name,
-                "device": device,
-                "instances": len(recs),
-                "names": len({r["name"] for r in recs}),
+            Summary(
+                name=name,
+                device=device,
+                instances=len(recs),
+                names=len({r.name for r in recs}),
                 **totals,
-                "span_p50_ns": span_p50,
-                "span_p90_ns": span_p90,
-                "busy_p50_ns": busy_p50,
-                "busy_p90_ns": busy_p90,
-                "idle_fraction": round(totals["idle_ns"] / span, 6) if span else None,
-                "gap_p50_ns": extra.get("gap_p50_ns"),
-                "gap_p90_ns": extra.get("gap_p90_ns"),
-                "kernels_per_instance": round(totals["kernels"] / len(recs), 2),
-                "launches": dict(sorted(launches.items(), key=lambda kv: -kv[1])),
-                "verdicts": dict(Counter(r["verdict"] for r in recs).most_common()),
-                "verdict": verdict.verdict,
-                "verdict_reason": f"over all {len(recs)} instances: {verdict.reason}",
-                "slowest": labels[slowest],
-                "top_kernels": extra.get("top_kernels", []),
-                "largest_idle": _largest_idle(recs, labels, largest),
-            }
+                span_p50_ns=span_p50,
+                span_p90_ns=span_p90,
+                busy_p50_ns=busy_p50,
+                busy_p90_ns=busy_p90,
+                idle_fraction=round(totals["idle_ns"] / span, 6) if span else None,
+                gap_p50_ns=extra.get("gap_p50_ns"),
+                gap_p90_ns=extra.get("gap_p90_ns"),
+                kernels_per_instance=round(totals["kernels"] / len(recs), 2),
+                launches=dict(sorted(launches.items(), key=lambda kv: -kv[1])),
+                verdicts=dict(Counter(r.verdict for r in recs).most_common()),
+                verdict=verdict.verdict,
+                verdict_reason=f"over all {len(recs)} instances: {verdict.reason}",
+                slowest=labels[slowest],
+                top_kernels=extra.get("top_kernels", []),
+                largest_idle=_largest_idle(recs, labels, largest),
+            )
         )
     return out
 
 
-def _labels(recs: list[dict[str, Any]]) -> list[str]:
+def _labels(recs: list[WindowRecord]) -> list[str]:
     """Each window's name, with its instance number when the name repeats in the group."""
-    counts = Counter(r["name"] for r in recs)
-    return [f"{r['name']} #{r['instance']}" if counts[r["name"]] > 1 else str(r["name"]) for r in recs]
+    counts = Counter(r.name for r in recs)
+    return [f"{r.name} #{r.instance}" if counts[r.name] > 1 else str(r.name) for r in recs]
 
 
-def _largest_idle(recs: list[dict[str, Any]], labels: list[str], top: int) -> list[dict[str, Any]]:
+def _largest_idle(recs: list[WindowRecord], labels: list[str], top: int) -> list[PooledIdleStretch]:
     """The longest idle stretches over the group (each window keeps its own longest: the union holds the top)."""
-    seen: dict[tuple[int, int], dict[str, Any]] = {}
+    seen: dict[tuple[int, int], PooledIdleStretch] = {}
     for r, label in zip(recs, labels, strict=True):
-        for stretch in r.get("largest_idle") or []:
-            key = (stretch["start_ns"], stretch["end_ns"])
+        for stretch in r.largest_idle:
+            key = (stretch.start_ns, stretch.end_ns)
             if key not in seen:
-                seen[key] = {"window": label, **stretch}
-    return sorted(seen.values(), key=lambda s: (-s["duration_ns"], s["start_ns"]))[:top]
+                seen[key] = PooledIdleStretch(window=label, **stretch.to_dict())
+    return sorted(seen.values(), key=lambda s: (-s.duration_ns, s.start_ns))[:top]
 
 
-def _mean_metrics(recs: list[dict[str, Any]]) -> MetricMeans | None:
-    usable = [r for r in recs if r.get("metrics") and r["metrics"]["samples"]]
+def _mean_metrics(recs: list[WindowRecord]) -> MetricMeans | None:
+    usable = [r for r in recs if r.metrics is not None and r.metrics.samples]
     if not usable:
         return None
-    weights = np.array([r["span_ns"] for r in usable], dtype=float)
+    weights = np.array([r.span_ns for r in usable], dtype=float)
 
     def mean(key: str) -> float | None:
-        vals = [r["metrics"][key] for r in usable]
+        vals = [getattr(r.metrics, key) for r in usable]
         if any(v is None for v in vals):
             return None
         return float(np.average(np.array(vals, dtype=float), weights=weights))
 
+    first = usable[0].metrics
+    assert first is not None
     return MetricMeans(
         dram_pct=mean("dram_pct"),
         compute_pct=mean("compute_pct"),
-        compute_metric=usable[0]["metrics"]["compute_metric"],
-        samples=sum(r["metrics"]["samples"] for r in usable),
+        compute_metric=first.compute_metric or "",
+        samples=sum(r.metrics.samples for r in usable if r.metrics is not None),
     )
 
 
@@ -173,53 +187,52 @@ def build_run(
     *,
     extra_notices: list[str] | None = None,
     extra_source: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    from launchprobe.runfile import new_run
-
+) -> AnalyzeRun:
     records, summaries = analyze_timeline(timeline, options)
     meta = timeline.meta
-    source = {
-        "path": meta.get("path"),
-        "format": meta.get("format"),
-        "tool": meta.get("tool"),
-        "tool_version": meta.get("tool_version"),
-        "schema_version": meta.get("schema_version"),
-    }
-    for key in ("sqlite", "cuda_graph_trace", "rank", "world_size"):
-        if meta.get(key) is not None:
-            source[key] = meta[key]
-    source.update(extra_source or {})
+    source = Source(
+        path=meta.get("path"),
+        format=meta.get("format"),
+        tool=meta.get("tool"),
+        tool_version=meta.get("tool_version"),
+        schema_version=meta.get("schema_version"),
+        sqlite=meta.get("sqlite"),
+        cuda_graph_trace=meta.get("cuda_graph_trace"),
+        rank=meta.get("rank"),
+        world_size=meta.get("world_size"),
+    )
+    for key, value in (extra_source or {}).items():
+        setattr(source, key, value)
     gpus = {int(k): v for k, v in (meta.get("gpus") or {}).items()}
-    devices = sorted({r["device"] for r in records})
+    devices = sorted({r.device for r in records})
     names = sorted({gpus[d] for d in devices if d in gpus})
-    environment = {
-        "device": "cuda",
-        "gpu": ", ".join(names) or None,
-        "gpu_count": len(devices),
-        "gpus": {str(d): gpus.get(d) for d in devices},
-    }
-    config = {
-        "ranges": list(options.ranges),
-        "devices": list(options.devices),
-        "short_gap_ns": options.short_gap_ns,
-        "same_thread": options.same_thread,
-    }
+    environment = Environment(
+        device="cuda",
+        gpu=", ".join(names) or None,
+        gpu_count=len(devices),
+        gpus={str(d): gpus.get(d) for d in devices},
+    )
+    config = AnalyzeConfigRecord(
+        ranges=list(options.ranges),
+        devices=list(options.devices),
+        short_gap_ns=options.short_gap_ns,
+        same_thread=options.same_thread,
+    )
     notices = [*meta.get("notices", []), *(extra_notices or [])]
     if options.short_gap_ns != DEFAULT_SHORT_GAP_NS:
         notices.append(f"short-gap threshold {options.short_gap_ns} ns (default {DEFAULT_SHORT_GAP_NS})")
-    unlaunched = sum(r["ops_without_launch"] for r in records)
+    unlaunched = sum(r.ops_without_launch for r in records)
     if unlaunched:
         notices.append(
             f"{unlaunched} GPU op(s) have no launch call in the trace (launched before it started, or dropped); "
             "they count as busy time and are attributed to ranges by time overlap"
         )
-    run = new_run(
-        "analyze",
+    return AnalyzeRun(
+        **header_fields(),
+        notices=notices,
+        environment=environment,
         source=source,
         config=config,
-        environment=environment,
         windows=records,
         summaries=summaries,
     )
-    run["notices"] = notices
-    return run

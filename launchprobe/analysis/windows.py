@@ -30,6 +30,8 @@ from launchprobe.analysis.idle import (
 )
 from launchprobe.analysis.trace_verdict import decide, metric_means
 from launchprobe.errors import NoDataError, UsageError
+from launchprobe.run.schema import Distribution, IdleStretch, Metrics, TopKernel
+from launchprobe.run.schema import Window as WindowRecord
 from launchprobe.timeline import Timeline
 
 Ints = npt.NDArray[np.int64]
@@ -342,19 +344,12 @@ def percentiles(values: npt.ArrayLike, qs: Sequence[float]) -> list[int | None]:
     return [int(part[k]) for k in ks]
 
 
-def distribution(values: npt.ArrayLike) -> dict[str, Any]:
+def distribution(values: npt.ArrayLike) -> Distribution:
     arr = np.asarray(values, dtype=np.int64)
     if not len(arr):
-        return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "mean": None}
+        return Distribution(count=0)
     p50, p90, p99 = percentiles(arr, (50, 90, 99))
-    return {
-        "count": len(arr),
-        "p50": p50,
-        "p90": p90,
-        "p99": p99,
-        "max": int(arr.max()),
-        "mean": round(float(arr.mean()), 1),
-    }
+    return Distribution(count=len(arr), p50=p50, p90=p90, p99=p99, max=int(arr.max()), mean=round(float(arr.mean()), 1))
 
 
 def window_gaps(window: Window, prep: Prepared) -> Ints:
@@ -363,7 +358,7 @@ def window_gaps(window: Window, prep: Prepared) -> Ints:
     return i_end - i_start
 
 
-def window_record(window: Window, prep: Prepared, timeline: Timeline, options: AnalysisOptions) -> dict[str, Any]:
+def window_record(window: Window, prep: Prepared, timeline: Timeline, options: AnalysisOptions) -> WindowRecord:
     dev = prep.devices[window.device]
     ws, we = window.start_ns, window.end_ns
     span = we - ws
@@ -385,43 +380,45 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         metrics=metrics,
         source_has_metrics=timeline.metrics is not None and len(timeline.metrics) > 0,
     )
-    record: dict[str, Any] = {
-        "name": window.name,
-        "device": window.device,
-        "instance": window.instance,
-        "pid": window.pid,
-        "tid": window.tid,
-        "start_ns": ws,
-        "end_ns": we,
-        "span_ns": span,
-        "kernels": int((kinds == 0).sum()),
-        "gpu_ops": len(rows),
-        "memcpys": int((kinds == 1).sum()),
-        "memsets": int((kinds == 2).sum()),
+    gap_p50, gap_p90, gap_p99 = percentiles(lengths, (50, 90, 99))
+    return WindowRecord(
+        name=window.name,
+        device=window.device,
+        instance=window.instance,
+        pid=window.pid,
+        tid=window.tid,
+        start_ns=ws,
+        end_ns=we,
+        span_ns=span,
+        kernels=int((kinds == 0).sum()),
+        gpu_ops=len(rows),
+        memcpys=int((kinds == 1).sum()),
+        memsets=int((kinds == 2).sum()),
         **launch,
-        "busy_ns": busy,
-        "idle_ns": span - busy,
-        "idle_fraction": round((span - busy) / span, 6) if span > 0 else None,
-        "idle_host_wait_ns": split[0],
-        "idle_short_gap_ns": split[1],
-        "idle_other_ns": split[2],
-        "idle_stretches": len(lengths),
-        **dict(zip(("gap_p50_ns", "gap_p90_ns", "gap_p99_ns"), percentiles(lengths, (50, 90, 99)), strict=True)),
-        "gap_max_ns": int(lengths.max()) if len(lengths) else None,
-        "top_kernels": top_kernels(prep, rows, options.top_kernels),
-        "largest_idle": _largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle, lengths),
-        "metrics": None
+        busy_ns=busy,
+        idle_ns=span - busy,
+        idle_fraction=round((span - busy) / span, 6) if span > 0 else None,
+        idle_host_wait_ns=split[0],
+        idle_short_gap_ns=split[1],
+        idle_other_ns=split[2],
+        idle_stretches=len(lengths),
+        gap_p50_ns=gap_p50,
+        gap_p90_ns=gap_p90,
+        gap_p99_ns=gap_p99,
+        gap_max_ns=int(lengths.max()) if len(lengths) else None,
+        top_kernels=top_kernels(prep, rows, options.top_kernels),
+        largest_idle=_largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle, lengths),
+        metrics=None
         if metrics is None
-        else {
-            "dram_pct": metrics.dram_pct,
-            "compute_pct": metrics.compute_pct,
-            "compute_metric": metrics.compute_metric,
-            "samples": metrics.samples,
-        },
-        "verdict": verdict.verdict,
-        "verdict_reason": verdict.reason,
-    }
-    return record
+        else Metrics(
+            dram_pct=metrics.dram_pct,
+            compute_pct=metrics.compute_pct,
+            compute_metric=metrics.compute_metric,
+            samples=metrics.samples,
+        ),
+        verdict=verdict.verdict,
+        verdict_reason=verdict.reason,
+    )
 
 
 def _take(values: npt.NDArray[Any], rows: Ints, prep: Prepared) -> npt.NDArray[Any]:
@@ -475,7 +472,7 @@ def _launch_numbers(prep: Prepared, rows: Ints) -> dict[str, Any]:
     }
 
 
-def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
+def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[TopKernel]:
     if top <= 0:
         return []
     is_kernel = _take(prep.op_kind, rows, prep) == 0
@@ -500,13 +497,13 @@ def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[dict[str, Any]]:
     totals, counts = all_totals[uniq], all_counts[uniq]
     order = np.argsort(-totals, kind="stable")[:top]
     return [
-        {
-            "name": prep.op_names[int(uniq[i])],
-            "count": int(counts[i]),
-            "total_ns": int(totals[i]),
-            "mean_ns": int(round(totals[i] / counts[i])),
-            "share": round(int(totals[i]) / grand, 4) if grand else None,
-        }
+        TopKernel(
+            name=prep.op_names[int(uniq[i])],
+            count=int(counts[i]),
+            total_ns=int(totals[i]),
+            mean_ns=int(round(totals[i] / counts[i])),
+            share=round(int(totals[i]) / grand, 4) if grand else None,
+        )
         for i in order
     ]
 
@@ -520,7 +517,7 @@ def _largest_idle(
     cls: Ints,
     top: int,
     lengths: Ints | None = None,
-) -> list[dict[str, Any]]:
+) -> list[IdleStretch]:
     if not len(starts) or top <= 0:
         return []
     if lengths is None:
@@ -539,14 +536,14 @@ def _largest_idle(
         pid = int(prep.op_pid[row]) if row >= 0 else int(prep.op_pid[dev.index[-1]])
         host = prep.api_in_flight(pid, a, b)
         out.append(
-            {
-                "start_ns": a,
-                "end_ns": b,
-                "duration_ns": b - a,
-                "kind": CLASS_NAMES[int(cls[i])],
-                "next_op": prep.op_names[int(prep.op_name[row])] if row >= 0 else None,
-                "next_launch": prep.api_names[int(prep.api_name[launch])] if launch >= 0 else None,
-                "host_api_in_flight": prep.api_names[int(prep.api_name[host])] if host >= 0 else None,
-            }
+            IdleStretch(
+                start_ns=a,
+                end_ns=b,
+                duration_ns=b - a,
+                kind=CLASS_NAMES[int(cls[i])],
+                next_op=prep.op_names[int(prep.op_name[row])] if row >= 0 else None,
+                next_launch=prep.api_names[int(prep.api_name[launch])] if launch >= 0 else None,
+                host_api_in_flight=prep.api_names[int(prep.api_name[host])] if host >= 0 else None,
+            )
         )
     return out

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from launchprobe.analysis.idle import DEFAULT_SHORT_GAP_NS
+from launchprobe.cli.output import check_outputs, emit_run, output_options
 
 EPILOG = """\b
 Examples:
@@ -45,20 +46,10 @@ def analysis_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Attribute GPU work launched from any thread of the range's process, not only its own thread.",
         ),
         click.option("--nsys", "nsys_path", metavar="PATH", help="nsys binary (default: $LAUNCHPROBE_NSYS, PATH)."),
-        click.option(
-            "--format",
-            "-f",
-            "fmt",
-            type=click.Choice(["table", "plain", "markdown", "json", "csv"]),
-            help="Report format on stdout (default: table on a terminal, plain when piped).",
-        ),
-        click.option("--output", "-o", type=click.Path(path_type=Path), help="Save the run file (JSON) here."),
-        click.option("--force", is_flag=True, help="Overwrite existing output files (and stale exports)."),
-        click.option("--plot", "plot_dir", type=click.Path(path_type=Path), help="Write PNG plots into this folder."),
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return output_options("Overwrite existing output files (and stale exports).")(func)
 
 
 def make_options(ranges: tuple[str, ...], devices: tuple[int, ...], short_gap_ns: int, any_thread: bool) -> Any:
@@ -67,18 +58,6 @@ def make_options(ranges: tuple[str, ...], devices: tuple[int, ...], short_gap_ns
     return AnalysisOptions(
         ranges=tuple(ranges), devices=tuple(devices), short_gap_ns=short_gap_ns, same_thread=not any_thread
     )
-
-
-def emit_run(run: dict[str, Any], *, fmt: str | None, output: Path | None, force: bool, plot_dir: Path | None) -> None:
-    from launchprobe.render import emit
-
-    if output is not None:
-        emit(run, fmt="json", output=output, force=force)
-    if plot_dir is not None:
-        from launchprobe.render.plots import write_plots
-
-        write_plots(run, plot_dir, force=force)
-    emit(run, fmt=fmt, output=None)
 
 
 @click.command(epilog=EPILOG)
@@ -107,10 +86,8 @@ def analyze(
     (host wait, short gaps, other), launches, gaps, and a verdict with its numbers."""
     from launchprobe.analysis.trace_run import build_run
     from launchprobe.collect import load_trace
-    from launchprobe.runfile import check_writable
 
-    if output is not None:
-        check_writable(output, force)
+    check_outputs(output, force)
     timeline = load_trace(trace, nsys=nsys_path, keep_sqlite=not remove_sqlite, force=force)
     run = build_run(timeline, make_options(ranges, devices, short_gap_ns, any_thread))
     emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)

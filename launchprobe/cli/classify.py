@@ -1,12 +1,13 @@
-"""`launchprobe classify`: options in, run dict out, rendered. The work is in launchprobe.classify."""
+"""`launchprobe classify`: options in, a ClassifyConfig built, the run out and rendered. The work is in
+launchprobe.classify."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
+from launchprobe.cli.output import check_outputs, emit_run, output_options
 from launchprobe.errors import UsageError
 
 
@@ -135,16 +136,7 @@ Examples:
     help="Programmatic dependent launch of the Triton kernels (Hopper+): each starts while the previous one ends.",
 )
 @click.option("--plan", is_flag=True, help="Print the per-step cost model and floors; run nothing.")
-@click.option(
-    "--format",
-    "-f",
-    "fmt",
-    type=click.Choice(["table", "plain", "markdown", "json", "csv"]),
-    help="Report format on stdout (default: table on a terminal, plain when piped).",
-)
-@click.option("--output", "-o", type=click.Path(path_type=Path), help="Save the run file (JSON) here.")
-@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
-@click.option("--plot", "plot_dir", type=click.Path(path_type=Path), help="Write PNG plots into this folder.")
+@output_options()
 @click.option("--quiet", "-q", is_flag=True, help="No progress display on stderr.")
 def classify(
     shape_spec: str | None,
@@ -173,46 +165,27 @@ def classify(
     """Run the synthetic Llama decode loop in eager, piecewise and full-graph modes and classify each run
     as launch-bound, memory-bound or compute-bound, from ceilings measured on this machine."""
     from launchprobe import classify as job
-    from launchprobe.runfile import check_writable
     from launchprobe.workload.shape import parse_override
 
-    if output is not None:
-        check_writable(output, force)  # before minutes of measuring, not after
-    shape_overrides = dict(parse_override(text) for text in overrides)
-    modes = parse_modes(mode_values)
-    capture_sizes = None if capture_text == "vllm" else parse_int_list(capture_text, "--capture-sizes")
-    batches = parse_int_list(batch_text, "--batch") if batch_text else None
-    workload: dict[str, Any] = dict(
+    check_outputs(output, force)  # before minutes of measuring, not after
+    device = job.device_for_plan(device) if plan else job.resolve_device(device)
+    config = job.build_config(
         shape_spec=shape_spec,
-        overrides=shape_overrides,
-        batches=batches,
+        overrides=dict(parse_override(text) for text in overrides),
+        batches=parse_int_list(batch_text, "--batch") if batch_text else None,
         context=context,
-        modes=modes,
+        modes=parse_modes(mode_values),
         dtype=dtype,
         device=device,
-        capture_sizes=capture_sizes,
+        capture_sizes=None if capture_text == "vllm" else parse_int_list(capture_text, "--capture-sizes"),
         ceilings_source=ceilings_source,
+        warmup=warmup,
+        steps=steps,
+        plan=plan,
+        kernels=kernels,
+        nvtx=nvtx,
+        projections=projections,
+        pdl=pdl,
     )
-    if plan:
-        run = job.plan_from_options(**workload)
-    else:
-        run = job.classify_from_options(
-            **workload,
-            warmup=warmup,
-            steps=steps,
-            kernels=kernels,
-            nvtx=nvtx,
-            projections=projections,
-            pdl=pdl,
-            remeasure=remeasure_ceilings,
-            progress=not quiet,
-        )
-    from launchprobe.render import emit
-
-    if output is not None:
-        emit(run, fmt="json", output=output, force=force)
-    if plot_dir is not None:
-        from launchprobe.render.plots import write_plots
-
-        write_plots(run, plot_dir, force=force)
-    emit(run, fmt=fmt, output=None)
+    run = job.plan(config, device) if plan else job.classify(config, remeasure=remeasure_ceilings, progress=not quiet)
+    emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)

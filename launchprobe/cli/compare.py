@@ -47,7 +47,7 @@ def compare(
     from launchprobe.compare import compare_runs, metrics_for, parse_threshold
     from launchprobe.errors import UsageError
     from launchprobe.render import emit_comparison
-    from launchprobe.runfile import load_run
+    from launchprobe.run.files import load_run
 
     try:
         fraction = parse_threshold(threshold)
@@ -55,7 +55,7 @@ def compare(
         raise UsageError(f"--threshold {threshold!r}: give a percentage such as 5%") from None
     base, new = load_run(base_file), load_run(new_file)
     chosen = [m.strip() for group in metrics for m in group.split(",") if m.strip()]
-    known = metrics_for(str(base.get("kind")))
+    known = metrics_for(base.kind)
     unknown = [m for m in chosen if m not in known]
     if unknown:
         raise UsageError(f"unknown --metric {', '.join(unknown)}; choose from {', '.join(known)}")

@@ -4,12 +4,13 @@ launchprobe.collect.nsys_run and launchprobe.analysis."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from launchprobe.cli.analyze import analysis_options, emit_run, make_options
+from launchprobe.cli.analyze import analysis_options, make_options
+from launchprobe.cli.output import check_outputs, emit_run
 from launchprobe.errors import EXIT_COMMAND_NOT_FOUND, EXIT_INTERRUPTED, EXIT_MISSING_TOOL
+from launchprobe.run.schema import Run
 
 EPILOG = f"""\b
 Examples:
@@ -74,12 +75,10 @@ def nsys(
     them after `--`. A failing command's exit code is launchprobe's; Ctrl-C stops the command and nsys cleanly
     and analyses what was collected."""
     from launchprobe.collect.nsys_run import ProfileOptions, default_directory, profile_and_analyze
-    from launchprobe.runfile import check_writable
 
     if capture_nvtx and capture_cuda_profiler_api:
         raise click.UsageError("choose one of --capture-nvtx and --capture-cuda-profiler-api")
-    if output is not None:
-        check_writable(output, force)
+    check_outputs(output, force)
     options = ProfileOptions(
         directory=directory or default_directory(),
         name=name,
@@ -91,7 +90,7 @@ def nsys(
         nsys=nsys_path,
     )
 
-    def render(run: dict[str, Any]) -> None:
+    def render(run: Run) -> None:
         emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
 
     profile_and_analyze(

@@ -26,7 +26,7 @@ def report(run_file: Path, fmt: str | None, output: Path | None, force: bool, pl
       launchprobe report run.json --plot plots/
     """
     from launchprobe.render import emit
-    from launchprobe.runfile import load_run
+    from launchprobe.run.files import load_run
 
     run = load_run(run_file)
     emit(run, fmt=fmt, output=output, force=force)

@@ -151,7 +151,7 @@ def profile_and_analyze(
     from launchprobe.analysis.trace_run import build_run
     from launchprobe.collect.nsys_rep import export_sqlite
     from launchprobe.collect.nsys_sqlite import read_nsys_sqlite
-    from launchprobe.runfile import save_run
+    from launchprobe.run.files import save_run
 
     result = run_profile(options, command)
     rc = result.returncode

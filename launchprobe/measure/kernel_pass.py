@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launchprobe.analysis.kernel_gaps import (
     OpTiming,
@@ -27,6 +27,9 @@ from launchprobe.measure.cupti import cuda_intervals
 from launchprobe.measure.markers import Markers
 from launchprobe.workload.model import Op
 from launchprobe.workload.modes import StepRunner, prepare
+
+if TYPE_CHECKING:
+    from launchprobe.run.schema import KernelPass
 
 BLOCK_STEPS = 3
 # CUDA event timing resolution (CUDA runtime docs: about 0.5 us): no duration is reported below it.
@@ -158,8 +161,9 @@ def kernel_pass(
     durations_ns: list[int],
     repeats: int,
     cupti: bool = True,
-) -> dict[str, Any]:
+) -> KernelPass:
     """Measure one (mode, bucket) op by op; ``durations_ns`` come from ``graph_durations`` of the same bucket."""
+    import msgspec
     import torch
 
     from launchprobe.measure.samples import Samples
@@ -197,7 +201,9 @@ def kernel_pass(
     if cupti:
         result["cupti_check"] = cross_check(step, durations_ns, costs)
     del step
-    return result
+    from launchprobe.run.schema import KernelPass
+
+    return msgspec.convert(result, KernelPass)
 
 
 def graph_durations(bucket: int, ops: Sequence[Op], repeats: int, pair_offset_ns: float) -> list[int]:

@@ -1,4 +1,4 @@
-"""Renderers: every format draws the same run dict (docs/run-file.md); nothing here re-runs anything.
+"""Renderers: every format draws the same typed run (launchprobe/run/); nothing here re-runs anything.
 
 ``emit`` is the one entry point for commands: it picks the format by name or by the output file's extension
 and writes to the console or a file without clobbering what the user had.
@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from launchprobe.errors import UsageError
+from launchprobe.run.schema import AnalyzeRun, Run
 
 FORMATS = ("table", "plain", "markdown", "json", "csv")
 EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown", ".txt": "plain"}
@@ -28,9 +29,9 @@ def pick_format(fmt: str | None, output: Path | None) -> str:
     return "table"
 
 
-def build_report(run: dict[str, Any]) -> Any:
+def build_report(run: Run) -> Any:
     """The Report for a run of either kind."""
-    if run.get("kind") == "analyze":
+    if isinstance(run, AnalyzeRun):
         from launchprobe.render import analyze
 
         return analyze.build(run)
@@ -39,17 +40,17 @@ def build_report(run: dict[str, Any]) -> Any:
     return classify.build(run)
 
 
-def render_table(run: dict[str, Any], console: Console) -> None:
+def render_table(run: Run, console: Console) -> None:
     """The terminal report; plain ASCII when the console is not a TTY or NO_COLOR is set."""
     from launchprobe.render.terminal import print_report
 
     print_report(build_report(run), console)
 
 
-def render_text(run: dict[str, Any], fmt: str, *, width: int | None = None) -> str:
+def render_text(run: Run, fmt: str, *, width: int | None = None) -> str:
     """The run rendered as a string: plain/table (plain text), markdown, json or csv."""
     if fmt == "json":
-        from launchprobe.runfile import dumps_run
+        from launchprobe.run.files import dumps_run
 
         return dumps_run(run) + "\n"
     if fmt == "csv":
@@ -73,7 +74,7 @@ def plain_text(draw: Any, *, width: int | None = None) -> str:
 
 
 def emit(
-    run: dict[str, Any],
+    run: Run,
     *,
     fmt: str | None,
     output: Path | None,
@@ -105,9 +106,9 @@ def _is_plain(console: Console) -> bool:
     return is_plain(console)
 
 
-def write_output(run: dict[str, Any], fmt: str, output: Path, *, force: bool = False) -> None:
+def write_output(run: Run, fmt: str, output: Path, *, force: bool = False) -> None:
     if fmt == "json":
-        from launchprobe.runfile import save_run
+        from launchprobe.run.files import save_run
 
         save_run(run, output, force=force)
         return
@@ -117,7 +118,7 @@ def write_output(run: dict[str, Any], fmt: str, output: Path, *, force: bool = F
 def write_text(text: str, output: Path, *, append: bool = False, force: bool = False) -> None:
     """Write a rendering. ``append`` (markdown) adds to an existing file, e.g. $GITHUB_STEP_SUMMARY; anything
     else refuses to replace an existing file unless ``force``. A .json or .csv file is never appended to."""
-    from launchprobe.runfile import check_writable
+    from launchprobe.run.files import check_writable
 
     exists = output.exists()
     if append and exists and not force and output.suffix.lower() not in (".json", ".csv"):
@@ -147,7 +148,7 @@ def emit_comparison(
     console: Console | None = None,
     force: bool = False,
     labels: tuple[str, str] = ("base", "new"),
-    runs: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
+    runs: tuple[Run | None, Run | None] = (None, None),
 ) -> None:
     """Render a launchprobe.compare.Comparison like ``emit`` renders a run (no csv)."""
     from launchprobe.render import comparison as comparison_report

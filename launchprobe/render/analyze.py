@@ -9,137 +9,111 @@ once per range name.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
 
 from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Table
+from launchprobe.run.schema import AnalyzeRun, Record, Summary, Window
 
 SOURCE_KEYS_SHOWN = ("path", "format")
 FEW_WINDOWS = 12  # up to this many windows, show every one
 SLOWEST = 8  # otherwise, the slowest this many
 
 
-def windows(run: dict[str, Any]) -> list[dict[str, Any]]:
-    raw = run.get("windows")
-    return [w for w in raw if isinstance(w, dict)] if isinstance(raw, list) else []
-
-
-def window_label(w: dict[str, Any]) -> str:
-    return f"{v.text(w.get('name'))} (device {v.text(w.get('device'))})"
-
-
-def summaries(run: dict[str, Any]) -> list[dict[str, Any]]:
-    raw = run.get("summaries")
-    return [s for s in raw if isinstance(s, dict)] if isinstance(raw, list) else []
-
-
-def _names(rows: list[dict[str, Any]]) -> list[str]:
+def _names(rows: list[Window]) -> list[str]:
     """Window names, with the instance number where a name repeats (``decode_step #3``)."""
-    counts = Counter(w.get("name") for w in rows)
-    return [
-        f"{v.text(w.get('name'))} #{w['instance']}"
-        if counts[w.get("name")] > 1 and isinstance(w.get("instance"), int)
-        else v.text(w.get("name"))
-        for w in rows
-    ]
+    counts = Counter(w.name for w in rows)
+    return [f"{w.name} #{w.instance}" if counts[w.name] > 1 and w.instance is not None else w.name for w in rows]
 
 
-def build(run: dict[str, Any]) -> Report:
+def build(run: AnalyzeRun) -> Report:
     report = Report(title="launchprobe analyze")
     report.fields = _header(run)
-    report.notices = common.notices(run)
-    rows, groups = windows(run), summaries(run)
+    report.notices = list(run.notices)
+    rows, groups = run.windows, run.summaries
     if groups:
         report.blocks.append(_ranges_table(groups))
-    shown = rows if len(rows) <= FEW_WINDOWS else sorted(rows, key=lambda w: -(v.number(w.get("span_ns")) or 0))
+    shown = rows if len(rows) <= FEW_WINDOWS else sorted(rows, key=lambda w: -w.span_ns)
     shown = shown[: max(FEW_WINDOWS if len(rows) <= FEW_WINDOWS else SLOWEST, 0)]
     names = dict(zip(map(id, rows), _names(rows), strict=True))
     shown_names = [names[id(w)] for w in shown]
     report.blocks += [_windows_table(shown, shown_names, len(rows)), _gaps_table(shown, shown_names)]
     reasons = [
-        f"{window_label(g)}, {v.integer(g.get('instances'))} windows: {g['verdict_reason']}"
+        f"{g.label}, {v.integer(g.instances)} windows: {g.verdict_reason}"
         for g in groups
-        if g.get("verdict_reason") and (v.number(g.get("instances")) or 0) > 1
+        if g.verdict_reason and g.instances > 1
     ]
     if len(shown) == len(rows):
-        reasons += [f"{window_label(w)}: {w['verdict_reason']}" for w in rows if w.get("verdict_reason")]
+        reasons += [f"{w.label}: {w.verdict_reason}" for w in rows if w.verdict_reason]
     if reasons:
         report.blocks.append(Lines("Why each verdict", reasons))
-    report.blocks += _lists(run, shown, groups, rows)
+    report.blocks += _lists(shown, groups, rows)
     return report
 
 
-def _header(run: dict[str, Any]) -> list[tuple[str, str]]:
-    source = v.mapping(run.get("source"))
-    fields = [("source", f"{v.text(source.get('path'))} ({v.text(source.get('format'))})")]
+def _header(run: AnalyzeRun) -> list[tuple[str, str]]:
+    source = run.source.to_dict()
+    fields = [("source", f"{v.text(run.source.path)} ({v.text(run.source.format)})")]
     versions = [
         f"{k} {val}" for k, val in source.items() if k not in SOURCE_KEYS_SHOWN and isinstance(val, str | int | float)
     ]
     if versions:
         fields.append(("read from", ", ".join(versions)))
-    config = run.get("config")
-    if isinstance(config, dict):
-        options = [f"{k}={v.text(val)}" for k, val in config.items() if val not in (None, [], {}, "")]
-        fields.append(("options", ", ".join(options) or "defaults"))
-    env = run.get("environment")
-    if isinstance(env, dict) and env:
-        fields.append(("device", common.device_text(env)))
+    options = [f"{k}={v.text(val)}" for k, val in run.config.to_dict().items() if val not in (None, [], {}, "")]
+    fields.append(("options", ", ".join(options) or "defaults"))
+    if run.environment.known:
+        fields.append(("device", common.device_text(run.environment)))
     fields.append(("made", common.made_text(run)))
     return fields
 
 
-def _share(w: dict[str, Any], key: str) -> str:
-    part, span = v.number(w.get(key)), v.number(w.get("span_ns"))
-    return v.percent(part / span) if part is not None and span else v.MISSING
-
-
-def _verdicts(counts: Any) -> str:
-    if not isinstance(counts, dict) or not counts:
+def _verdicts(counts: dict[str, int]) -> str:
+    if not counts:
         return v.MISSING
     return ", ".join(f"{name} {v.integer(n)}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def _ranges_table(groups: list[dict[str, Any]]) -> Table:
+def _ranges_table(groups: list[Summary]) -> Table:
     body = [
         [
-            v.text(g.get("name")),
-            v.text(g.get("device")),
-            v.integer(g.get("instances")),
-            *(v.fixed(g.get(k), 3, 1e-6) for k in ("span_p50_ns", "span_p90_ns", "busy_p50_ns", "busy_p90_ns")),
-            v.percent(g.get("idle_fraction")),
-            _share(g, "idle_host_wait_ns"),
-            _share(g, "idle_short_gap_ns"),
-            _share(g, "idle_other_ns"),
-            v.sig(g.get("gap_p50_ns"), 1e-3),
-            v.sig(g.get("gap_p90_ns"), 1e-3),
-            _verdicts(g.get("verdicts")),
+            v.text(g.name),
+            v.text(g.device),
+            v.integer(g.instances),
+            *(v.fixed(x, 3, 1e-6) for x in (g.span_p50_ns, g.span_p90_ns, g.busy_p50_ns, g.busy_p90_ns)),
+            v.percent(g.idle_fraction),
+            v.percent(g.share(g.idle_host_wait_ns)),
+            v.percent(g.share(g.idle_short_gap_ns)),
+            v.percent(g.share(g.idle_other_ns)),
+            v.sig(g.gap_p50_ns, 1e-3),
+            v.sig(g.gap_p90_ns, 1e-3),
+            _verdicts(g.verdicts),
         ]
         for g in groups
     ]
     columns = [
-        "range", "dev", "count", "span p50\nms", "span p90\nms", "busy p50\nms", "busy p90\nms", "idle", "host\nwait",
-        "short\ngaps", "other\nidle", "gap p50\nus", "gap p90\nus", "verdicts",
+        "range", "dev", "count", "span p50\nms", "span p90\nms", "busy p50\nms", "busy p90\nms", "idle",
+        "host\nwait", "short\ngaps", "other\nidle", "gap p50\nus", "gap p90\nus", "verdicts",
     ]  # fmt: skip
     note = "totals over each name's windows (<n>: an instance number), as shares of their span; gaps: all idle"
     return Table(title="Ranges", columns=columns, rows=body, align="llrrrrrrrrrrrl", note=note)
 
 
-def _windows_table(rows: list[dict[str, Any]], names: list[str], total: int) -> Table:
+def _windows_table(rows: list[Window], names: list[str], total: int) -> Table:
     body = [
         [
             name,
-            v.text(w.get("device")),
-            v.integer(w.get("kernels")),
-            v.integer(w.get("gpu_ops")),
-            v.fixed(w.get("kernels_per_launch"), 2),
-            v.fixed(w.get("span_ns"), 3, 1e-6),
-            v.fixed(w.get("busy_ns"), 3, 1e-6),
-            v.percent(w.get("idle_fraction")),
-            _share(w, "idle_host_wait_ns"),
-            _share(w, "idle_short_gap_ns"),
-            _share(w, "idle_other_ns"),
-            v.text(w.get("verdict")),
+            v.text(w.device),
+            v.integer(w.kernels),
+            v.integer(w.gpu_ops),
+            v.fixed(w.kernels_per_launch, 2),
+            v.fixed(w.span_ns, 3, 1e-6),
+            v.fixed(w.busy_ns, 3, 1e-6),
+            v.percent(w.idle_fraction),
+            v.percent(w.share(w.idle_host_wait_ns)),
+            v.percent(w.share(w.idle_short_gap_ns)),
+            v.percent(w.share(w.idle_other_ns)),
+            v.text(w.verdict),
         ]
         for w, name in zip(rows, names, strict=True)
     ]
@@ -155,50 +129,35 @@ def _windows_table(rows: list[dict[str, Any]], names: list[str], total: int) -> 
     return Table(title=title, columns=columns, rows=body, align="llrrrrrrrrrl", note=note)
 
 
-def _gaps_table(rows: list[dict[str, Any]], names: list[str]) -> Table:
+def _gaps_table(rows: list[Window], names: list[str]) -> Table:
     body = []
     for w, name in zip(rows, names, strict=True):
-        launches = w.get("launches")
-        launch_text = (
-            ", ".join(f"{name} {v.integer(n)}" for name, n in launches.items()) or v.MISSING
-            if isinstance(launches, dict)
-            else v.MISSING
-        )
-        body.append(
-            [
-                name,
-                v.text(w.get("device")),
-                *(v.sig(w.get(f"gap_{q}_ns"), 1e-3) for q in ("p50", "p90", "p99", "max")),
-                launch_text,
-            ]
-        )
+        launch_text = ", ".join(f"{api} {v.integer(n)}" for api, n in w.launches.items()) or v.MISSING
+        gaps = (w.gap_p50_ns, w.gap_p90_ns, w.gap_p99_ns, w.gap_max_ns)
+        body.append([name, v.text(w.device), *(v.sig(g, 1e-3) for g in gaps), launch_text])
     columns = ["window", "dev", "gap p50\nus", "gap p90\nus", "gap p99\nus", "gap max\nus", "launch calls"]
     return Table(title="Gaps before each GPU op, and launches", columns=columns, rows=body, align="llrrrrl")
 
 
-def _lists(
-    run: dict[str, Any], shown: list[dict[str, Any]], groups: list[dict[str, Any]], rows: list[dict[str, Any]]
-) -> list[Block]:
+def _lists(shown: list[Window], groups: list[Summary], rows: list[Window]) -> list[Block]:
     """Top kernels and largest idle stretches: once per range name (pooled over its windows; the slowest window's
     in runs saved before pooling) or, for whole-trace windows, per window shown."""
     blocks: list[Block] = []
     for key, title in (("top_kernels", "Top kernels"), ("largest_idle", "Largest idle stretches")):
-        table = common.records_table(title, run.get(key))
-        if table is not None:
-            blocks.append(table)
         if groups:
             for g in groups:
-                records, label = g.get(key), f"{window_label(g)}, {v.integer(g.get('instances'))} windows"
-                if not isinstance(records, list):  # an older run: the slowest window of that name
-                    mine = [w for w in rows if w.get("name") == g.get("name") and w.get("device") == g.get("device")]
-                    slowest = max(mine, key=lambda w: v.number(w.get("span_ns")) or 0, default={})
-                    records, label = slowest.get(key), f"{window_label(g)}, slowest window"
+                records: Sequence[Record] | None = getattr(g, key)
+                label = f"{g.label}, {v.integer(g.instances)} windows"
+                if records is None:  # an older run: the slowest window of that name
+                    mine = [w for w in rows if w.name == g.name and w.device == g.device]
+                    slowest = max(mine, key=lambda w: w.span_ns, default=None)
+                    records, label = (getattr(slowest, key) if slowest else None), f"{g.label}, slowest window"
                 table = common.records_table(f"{title}: {label}", records)
                 if table is not None:
                     blocks.append(table)
             continue
         for w in shown:
-            table = common.records_table(f"{title}: {window_label(w)}", w.get(key))
+            table = common.records_table(f"{title}: {w.label}", getattr(w, key))
             if table is not None:
                 blocks.append(table)
     return blocks

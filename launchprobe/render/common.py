@@ -2,52 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from launchprobe.render import values as v
 from launchprobe.render.model import Table
+from launchprobe.run.schema import Environment, Record, RunHeader
 
 
-def device_text(env: Any) -> str:
-    if not isinstance(env, dict) or not env:
+def device_text(env: Environment) -> str:
+    if not env.known:
         return v.MISSING
-    device = env.get("device") or "?"
-    gpu = env.get("gpu")
-    if not gpu:
+    device = env.device or "?"
+    if not env.gpu:
         return str(device)
     extra = []
-    if env.get("gpu_count") not in (None, 1):
-        extra.append(f"{env['gpu_count']} GPUs")
-    if v.number(env.get("sm_count")) is not None:
-        extra.append(f"{v.integer(env['sm_count'])} SMs")
-    if v.number(env.get("gpu_memory_bytes")) is not None:
-        extra.append(v.size(env["gpu_memory_bytes"]))
-    if env.get("driver"):
-        extra.append(f"driver {env['driver']}")
-    if env.get("cuda"):
-        extra.append(f"CUDA {env['cuda']}")
-    return f"{device}: {gpu}" + (f" ({', '.join(extra)})" if extra else "")
+    if env.gpu_count not in (None, 1):
+        extra.append(f"{env.gpu_count} GPUs")
+    if env.sm_count is not None:
+        extra.append(f"{v.integer(env.sm_count)} SMs")
+    if env.gpu_memory_bytes is not None:
+        extra.append(v.size(env.gpu_memory_bytes))
+    if env.driver:
+        extra.append(f"driver {env.driver}")
+    if env.cuda:
+        extra.append(f"CUDA {env.cuda}")
+    return f"{device}: {env.gpu}" + (f" ({', '.join(extra)})" if extra else "")
 
 
-def software_text(env: Any) -> str:
-    if not isinstance(env, dict):
-        return v.MISSING
-    parts = [f"{name} {env[key]}" for key, name in (("torch", "torch"), ("python", "python")) if env.get(key)]
-    if env.get("platform"):
-        parts.append(str(env["platform"]))
+def software_text(env: Environment) -> str:
+    parts = [f"{name} {value}" for value, name in ((env.torch, "torch"), (env.python, "python")) if value]
+    if env.platform:
+        parts.append(env.platform)
     return ", ".join(parts) or v.MISSING
 
 
-def made_text(run: dict[str, Any]) -> str:
-    tool = v.mapping(run.get("tool"))
-    version = tool.get("version") if tool else None
-    made = v.text(run.get("created"))
-    return f"{made} by launchprobe {version}" if version else made
-
-
-def notices(run: dict[str, Any]) -> list[str]:
-    raw = run.get("notices")
-    return [str(n) for n in raw] if isinstance(raw, list) else []
+def made_text(run: RunHeader) -> str:
+    made = v.text(run.created or None)
+    return f"{made} by launchprobe {run.tool.version}" if run.tool.version else made
 
 
 def _scalar_cell(key: str, value: Any) -> tuple[str, str]:
@@ -65,11 +57,11 @@ def _scalar_cell(key: str, value: Any) -> tuple[str, str]:
     return key, v.integer(value) if isinstance(value, int) else v.sig(value)
 
 
-def records_table(title: str, records: Any, limit: int = 20) -> Table | None:
-    """A table of flat records whose fields are not known in advance (top kernels, largest gaps)."""
-    if not isinstance(records, list):
+def records_table(title: str, records: Sequence[Record] | None, limit: int = 20) -> Table | None:
+    """A table of flat records, columns from their fields (top kernels, largest gaps)."""
+    if not records:
         return None
-    rows = [r for r in records if isinstance(r, dict)][:limit]
+    rows = [r.to_dict() for r in records[:limit]]
     if not rows:
         return None
     keys: list[str] = []

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 from launchprobe.compare import INCONCLUSIVE, REGRESSED, Change, Comparison, metrics_for
 from launchprobe.render import values as v
 from launchprobe.render.model import Lines, Report, Table
+from launchprobe.run.schema import Run
 
 RULE = (
     "regressed/improved: the change exceeds the threshold AND the noise band (mean of both IQRs) AND, with >= 5 "
@@ -17,12 +17,11 @@ RULE = (
 )
 
 
-def _run_text(label: str, run: dict[str, Any] | None) -> str:
-    if not run:
+def _run_text(label: str, run: Run | None) -> str:
+    if run is None:
         return label
-    env = v.mapping(run.get("environment"))
-    gpu = env.get("gpu") or env.get("device")
-    parts = [str(x) for x in (run.get("kind"), run.get("created"), gpu) if x]
+    gpu = run.environment.gpu or run.environment.device
+    parts = [str(x) for x in (run.kind, run.created, gpu) if x]
     return f"{label} ({', '.join(parts)})" if parts else label
 
 
@@ -53,8 +52,8 @@ def build(
     comparison: Comparison,
     base_label: str = "base",
     new_label: str = "new",
-    base: dict[str, Any] | None = None,
-    new: dict[str, Any] | None = None,
+    base: Run | None = None,
+    new: Run | None = None,
 ) -> Report:
     table = metrics_for(comparison.kind)
     names = [table[m].label if m in table else m for m in comparison.metrics]

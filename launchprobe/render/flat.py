@@ -6,7 +6,9 @@ import csv
 import io
 from typing import Any
 
-from launchprobe.render import values as v
+import msgspec
+
+from launchprobe.run.schema import AnalyzeRun, Run
 
 DROPPED = ("step_ms_samples", "kernels")  # raw lists; the run file keeps them
 
@@ -24,33 +26,31 @@ def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def rows(run: dict[str, Any]) -> list[dict[str, Any]]:
-    env = v.mapping(run.get("environment"))
-    common = {
-        "kind": run.get("kind"),
-        "created": run.get("created"),
-        "gpu": env.get("gpu"),
-        "device": env.get("device"),
+def rows(run: Run) -> list[dict[str, Any]]:
+    common: dict[str, Any] = {
+        "kind": run.kind,
+        "created": run.created,
+        "gpu": run.environment.gpu,
+        "device": run.environment.device,
     }
-    if run.get("kind") == "analyze":
-        common["source"] = v.get(run, "source", "path")
-        records = run.get("windows")
+    records: list[Any]
+    if isinstance(run, AnalyzeRun):
+        common["source"] = run.source.path
+        records = run.windows
     else:
-        common["shape"] = v.get(run, "shape", "name") or v.get(run, "config", "shape")
-        common["context"] = v.get(run, "config", "context")
-        common["dtype"] = v.get(run, "config", "dtype")
-        records = run.get("results")
+        common["shape"] = run.shape.name or run.config.shape
+        common["context"] = run.config.context
+        common["dtype"] = run.config.dtype
+        records = run.results
     out = []
-    for record in records if isinstance(records, list) else []:
-        if isinstance(record, dict):
-            flat = _flatten(record)
-            # window "device" is the GPU index; keep the run's device kind apart
-            row = {**{k: val for k, val in common.items() if k not in flat}, **flat}
-            out.append(row)
+    for record in records:
+        flat = _flatten(msgspec.to_builtins(record))
+        # window "device" is the GPU index; keep the run's device kind apart
+        out.append({**{k: val for k, val in common.items() if k not in flat}, **flat})
     return out
 
 
-def to_csv(run: dict[str, Any]) -> str:
+def to_csv(run: Run) -> str:
     records = rows(run)
     columns: list[str] = []
     for record in records:

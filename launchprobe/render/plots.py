@@ -15,8 +15,7 @@ from typing import Any
 
 from launchprobe.errors import UsageError
 from launchprobe.render import values as v
-from launchprobe.render.classify import MODE_ORDER, results, step_span_ns
-from launchprobe.render.classify import _busy_intervals as busy_intervals
+from launchprobe.run.schema import MODE_ORDER, AnalyzeRun, ClassifyResult, ClassifyRun, KernelPass, Run
 
 MODE_COLORS = {"eager": "#d62728", "piecewise": "#ff7f0e", "full": "#2ca02c"}
 VERDICT_MARKERS = {"launch-bound": "o", "memory-bound": "s", "compute-bound": "^"}
@@ -44,30 +43,29 @@ def _mode_order(mode: Any) -> int:
     return MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
 
 
-def _passes(run: dict[str, Any]) -> dict[Any, list[tuple[dict[str, Any], dict[str, Any]]]]:
+def _passes(run: ClassifyRun) -> dict[int, list[tuple[ClassifyResult, KernelPass]]]:
     """Per batch, the results that carry a per-kernel pass, in mode order."""
-    out: dict[Any, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
-    for r in results(run):
-        kp = r.get("kernel_pass")
-        if isinstance(kp, dict) and busy_intervals(kp.get("kernels")):
-            out.setdefault(r.get("batch"), []).append((r, kp))
+    out: dict[int, list[tuple[ClassifyResult, KernelPass]]] = {}
+    for r in run.sorted_results():
+        kp = r.kernel_pass
+        if kp is not None and kp.busy_intervals:
+            out.setdefault(r.batch, []).append((r, kp))
     return out
 
 
-def plot_timeline(run: dict[str, Any], batch: Any) -> Plot | None:
+def plot_timeline(run: ClassifyRun, batch: int) -> Plot | None:
     """One instrumented step per mode on a shared time axis: kernels as bars, idle as the grey between."""
     passes = _passes(run).get(batch)
     if not passes:
         return None
     rows: list[dict[str, Any]] = []
     for r, kp in passes:
-        busy = busy_intervals(kp.get("kernels"))
         rows.append(
             {
-                "mode": str(r.get("mode")),
-                "busy_ms": [(start / 1e6, (end - start) / 1e6) for start, end in busy],
-                "step_ms": step_span_ns(kp) / 1e6,
-                "clean_step_ms": v.number(kp.get("clean_step_ms")),
+                "mode": r.mode,
+                "busy_ms": [(start / 1e6, (end - start) / 1e6) for start, end in kp.busy_intervals],
+                "step_ms": kp.step_span_ns / 1e6,
+                "clean_step_ms": v.number(kp.clean_step_ms),
             }
         )
     fig = _figure(11, 1.1 + 0.75 * len(rows))
@@ -99,18 +97,14 @@ def plot_timeline(run: dict[str, Any], batch: Any) -> Plot | None:
     return Plot(f"timeline-b{v.integer(batch)}", fig, {"batch": batch, "rows": rows})
 
 
-def plot_busy_idle(run: dict[str, Any]) -> Plot | None:
+def plot_busy_idle(run: ClassifyRun) -> Plot | None:
     """Without a per-kernel pass: busy and idle ms per step for each (mode, batch)."""
-    rows = [
-        (f"{r.get('mode')} b={v.integer(r.get('batch'))}", v.number(r.get("gpu_busy_ms")), r)
-        for r in results(run)
-        if v.number(r.get("gpu_busy_ms")) is not None and v.number(r.get("step_ms_median"))
-    ]
+    rows = [r for r in run.sorted_results() if r.gpu_busy_ms is not None and r.step_ms_median]
     if not rows:
         return None
-    labels = [label for label, _, _ in rows]
-    busy = [b or 0.0 for _, b, _ in rows]
-    step = [float(r["step_ms_median"]) for _, _, r in rows]
+    labels = [f"{r.mode} b={v.integer(r.batch)}" for r in rows]
+    busy = [r.gpu_busy_ms or 0.0 for r in rows]
+    step = [r.step_ms_median or 0.0 for r in rows]
     idle = [max(0.0, s - b) for s, b in zip(step, busy, strict=True)]
     fig = _figure(9, 1.2 + 0.35 * len(rows))
     ax = fig.add_subplot()
@@ -124,17 +118,16 @@ def plot_busy_idle(run: dict[str, Any]) -> Plot | None:
     return Plot("busy-idle", fig, {"labels": labels, "busy_ms": busy, "idle_ms": idle})
 
 
-def plot_regime(run: dict[str, Any]) -> Plot | None:
+def plot_regime(run: ClassifyRun) -> Plot | None:
     """Tokens/s against batch size per mode, the verdict marked at each point; the memory floor's tokens/s dashed."""
     by_mode: dict[str, list[tuple[float, float, str]]] = {}
     roof: dict[float, float] = {}
-    for r in results(run):
-        batch, tps = v.number(r.get("batch")), v.number(r.get("tokens_per_s"))
-        floor = v.number(r.get("memory_floor_ms"))
-        if batch is not None and floor:
+    for r in run.sorted_results():
+        batch, tps, floor = float(r.batch), r.tokens_per_s, r.memory_floor_ms
+        if floor:
             roof[batch] = batch / floor * 1e3
-        if batch is not None and tps is not None:
-            by_mode.setdefault(str(r.get("mode")), []).append((batch, tps, str(r.get("verdict") or "?")))
+        if tps is not None:
+            by_mode.setdefault(r.mode, []).append((batch, tps, r.verdict or "?"))
     if not by_mode:
         return None
     fig = _figure(8, 5)
@@ -161,14 +154,14 @@ def plot_regime(run: dict[str, Any]) -> Plot | None:
     ax.set_yscale("log")
     ax.set_xlabel("batch size (sequences per step, log scale)")
     ax.set_ylabel("tokens/s (log scale)")
-    shape = v.get(run, "shape", "name") or v.get(run, "config", "shape") or ""
+    shape = run.shape.name or run.config.shape or ""
     ax.set_title(f"Regime map {shape}: tokens/s by batch, marker = verdict".replace("  ", " "))
     ax.grid(alpha=0.3, which="both")
     data = {"series": {m: sorted(p) for m, p in by_mode.items()}, "memory_roof": roof}
     return Plot("regime", fig, data)
 
 
-def plot_gaps(run: dict[str, Any], batch: Any) -> Plot | None:
+def plot_gaps(run: ClassifyRun, batch: int) -> Plot | None:
     """Histogram of the gap before each kernel, per mode, on log-spaced bins (us)."""
     passes = _passes(run).get(batch)
     if not passes:
@@ -176,14 +169,7 @@ def plot_gaps(run: dict[str, Any], batch: Any) -> Plot | None:
     import numpy as np
 
     floor_us = 0.5  # CUDA event resolution: smaller gaps land in the first bin
-    gaps = {
-        str(r.get("mode")): [
-            max(floor_us, float(k["gap_before_ns"]) / 1e3)
-            for k in kp.get("kernels") or []
-            if isinstance(k, dict) and v.number(k.get("gap_before_ns")) is not None
-        ]
-        for r, kp in passes
-    }
+    gaps = {r.mode: [max(floor_us, k.gap_before_ns / 1e3) for k in kp.kernels] for r, kp in passes}
     gaps = {m: g for m, g in gaps.items() if g}
     if not gaps:
         return None
@@ -205,9 +191,9 @@ def plot_gaps(run: dict[str, Any], batch: Any) -> Plot | None:
                                                   "counts": counts})  # fmt: skip
 
 
-def plot_windows(run: dict[str, Any]) -> Plot | None:
+def plot_windows(run: AnalyzeRun) -> Plot | None:
     """analyze: each window's span split into busy, host wait, short gaps and other idle."""
-    windows = [w for w in run.get("windows") or [] if isinstance(w, dict) and v.number(w.get("span_ns"))]
+    windows = [w for w in run.windows if w.span_ns]
     if not windows:
         return None
     parts = [
@@ -216,8 +202,8 @@ def plot_windows(run: dict[str, Any]) -> Plot | None:
         ("idle_short_gap_ns", "idle: short gaps", "#ff7f0e"),
         ("idle_other_ns", "idle: other", "#bbbbbb"),
     ]
-    labels = [f"{w.get('name')} #{i} (dev {w.get('device')})" for i, w in enumerate(windows)]
-    values = {key: [(v.number(w.get(key)) or 0.0) / 1e6 for w in windows] for key, _, _ in parts}
+    labels = [f"{w.name} #{i} (dev {w.device})" for i, w in enumerate(windows)]
+    values = {key: [getattr(w, key) / 1e6 for w in windows] for key, _, _ in parts}
     fig = _figure(9, 1.3 + 0.35 * len(windows))
     ax = fig.add_subplot()
     ys = list(range(len(windows)))[::-1]
@@ -232,19 +218,19 @@ def plot_windows(run: dict[str, Any]) -> Plot | None:
     return Plot("windows", fig, {"labels": labels, "ms": values})
 
 
-def make_plots(run: dict[str, Any]) -> list[Plot]:
+def make_plots(run: Run) -> list[Plot]:
     """Every picture the run has data for."""
-    if run.get("kind") == "analyze":
+    if isinstance(run, AnalyzeRun):
         plots = [plot_windows(run)]
     else:
-        batches = sorted(_passes(run), key=lambda b: v.number(b) or 0)
+        batches = sorted(_passes(run))
         plots = [plot_timeline(run, b) for b in batches] or [plot_busy_idle(run)]
         plots.append(plot_regime(run))
         plots += [plot_gaps(run, b) for b in batches]
     return [p for p in plots if p is not None]
 
 
-def write_plots(run: dict[str, Any], directory: Path, *, force: bool = False) -> list[Path]:
+def write_plots(run: Run, directory: Path, *, force: bool = False) -> list[Path]:
     """Write every picture the run has data for into ``directory`` (created if missing); return the files.
     An existing PNG of the same name is replaced only with ``force``."""
     directory = Path(directory)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launchprobe.runfile import finite_number
+from launchprobe.run.files import finite_number
 
 MISSING = "—"
 MISSING_PLAIN = "-"

@@ -1,0 +1,520 @@
+"""The saved run as code: typed records for everything one stage hands the next (docs/run-file.md).
+
+``ClassifyRun`` and ``AnalyzeRun`` are tagged by ``kind``; every field a result may lack is optional with a None
+default, so a run from ``--plan``, the CPU path or an older file is the same type with fewer values. Numbers that
+follow from others (speed-ups, idle shares, a kernel pass's busy intervals) are computed once: by the producer
+into a field, or here as a property, never again in a renderer.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+SCHEMA_VERSION = 1
+RUN_KINDS = ("classify", "analyze")
+MODE_ORDER = ("eager", "piecewise", "full")
+
+
+class Record(msgspec.Struct, kw_only=True):
+    """Base of every run record: keyword construction, attribute access, ``to_dict`` for generic renderers."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.structs.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The header every run has
+
+
+class Tool(Record, kw_only=True):
+    name: str = "launchprobe"
+    version: str | None = None
+
+
+class Environment(Record, kw_only=True):
+    """Where the run was made (classify) or which GPUs the trace shows (analyze); unknown values are None."""
+
+    device: str | None = None  # cuda | cpu
+    gpu: str | None = None
+    gpu_count: int | None = None
+    gpus: dict[str, str | None] | None = None  # analyze: GPU index -> name
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    gpu_memory_bytes: int | None = None
+    driver: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    platform: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return any(value is not None for value in msgspec.structs.astuple(self))
+
+
+class RunHeader(Record, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    created: str = ""
+    tool: Tool = msgspec.field(default_factory=Tool)
+    command: list[str] = msgspec.field(default_factory=list)
+    notices: list[str] = msgspec.field(default_factory=list)
+    environment: Environment = msgspec.field(default_factory=Environment)
+
+    def notice(self, text: str) -> None:
+        """Add a notice once."""
+        if text not in self.notices:
+            self.notices.append(text)
+
+
+def header_fields() -> dict[str, Any]:
+    """Header values for a run made now by this process."""
+    from launchprobe import __version__
+
+    return {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "tool": Tool(version=__version__),
+        "command": ["launchprobe", *sys.argv[1:]],
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kind: classify
+
+
+class ClassifyConfigRecord(Record, kw_only=True):
+    shape: str
+    batches: list[int]
+    context: int
+    modes: list[str]
+    dtype: str
+    warmup_steps: int | None = None
+    steps: int | None = None
+    capture_sizes: list[int] | str | None = None
+    device: str | None = None
+    ceilings: str | None = None
+    profile_steps: int | None = None
+    plan: bool = False
+    kernels: bool = False
+    nvtx: str | None = None
+    projections: str | None = None  # cublas | gemv; absent in older files
+    pdl: bool | None = None  # programmatic dependent launch used; absent in older files
+
+
+class ShapeRecord(Record, kw_only=True):
+    name: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tie_embeddings: bool = False
+    rms_eps: float | None = None
+    rope_theta: float | None = None
+    description: str | None = None
+
+
+class CeilingsRecord(Record, kw_only=True):
+    source: str  # measured | cached | datasheet
+    hbm_read_bytes_per_s: float
+    matmul_flops_per_s: float
+    launch_host_ns: float | None = None
+    graph_node_ns: float | None = None
+    measured_at: str | None = None
+    details: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Memory(Record, kw_only=True):
+    weight_bytes: int
+    distinct_layers: int
+    kv_cache_bytes: int
+    activation_bytes: int | None = None
+
+
+class Unavailable(Record, kw_only=True):
+    mode: str
+    reason: str
+
+
+class Speedup(Record, kw_only=True):
+    batch: int
+    piecewise_vs_eager: float | None = None
+    full_vs_eager: float | None = None
+
+
+class KernelRow(Record, kw_only=True):
+    """One op of the step shown, times from the step's first event."""
+
+    index: int
+    op: str
+    layer: int
+    start_ns: int
+    end_ns: int
+    gap_before_ns: int
+    host_launched: bool | None = None
+    duration_ns: int | None = None
+    gap_corrected_ns: int | None = None
+
+
+class OpRow(Record, kw_only=True):
+    op: str
+    count: int
+    duration_ns_median: float
+    gap_ns_median: float
+    gap_ns_total: float | None = None
+    time_ns_total: float | None = None
+    share_of_step: float | None = None
+    bytes: int | None = None
+    achieved_bandwidth_bytes_per_s: float | None = None
+
+
+class GapStats(Record, kw_only=True):
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    max_ns: float
+    total_ns: float
+    count: int | None = None
+
+
+class CuptiCheck(Record, kw_only=True):
+    """The per-kernel pass against torch.profiler's CUPTI timestamps of the same step."""
+
+    available: bool | None = None
+    note: str | None = None
+    events_ops: int | None = None
+    cupti_kernels: int | None = None
+    events_busy_ns: float | None = None
+    cupti_busy_ns: float | None = None
+    events_total_gap_ns: float | None = None
+    cupti_total_gap_ns: float | None = None
+    events_median_gap_ns: float | None = None
+    cupti_median_gap_ns: float | None = None
+    busy_rel_diff: float | None = None
+    total_gap_rel_diff: float | None = None
+    median_gap_abs_diff_ns: float | None = None
+    agrees: bool | None = None
+
+
+class KernelPass(Record, kw_only=True):
+    """The per-kernel CUDA-event pass of one (mode, batch) (docs/gaps.md)."""
+
+    source: str = "cuda-events"
+    clean_step_ms: float | None = None
+    instrumented_step_ms: float | None = None
+    overhead_fraction: float | None = None
+    event_cost_ns: float | None = None
+    event_node_ns: float | None = None
+    event_pair_offset_ns: float | None = None
+    event_pair_offset_method: str | None = None
+    events_per_op: int | None = None
+    span_ns: int | None = None
+    kernels: list[KernelRow] = msgspec.field(default_factory=list)
+    ops: list[OpRow] = msgspec.field(default_factory=list)
+    gaps: GapStats | None = None
+    gaps_corrected: GapStats | None = None
+    cupti_check: CuptiCheck | None = None
+
+    @property
+    def busy_intervals(self) -> list[tuple[int, int]]:
+        """The union of the kernels' intervals, in time order."""
+        from launchprobe.analysis.intervals import union_intervals
+
+        return union_intervals([(k.start_ns, k.end_ns) for k in self.kernels])
+
+    @property
+    def step_span_ns(self) -> int:
+        """The instrumented step's length: its measured time, or the last kernel's end if that is later."""
+        busy = self.busy_intervals
+        end = busy[-1][1] if busy else 0
+        step = self.instrumented_step_ms
+        return max(end, round(step * 1e6) if step else 0)
+
+    @property
+    def has_corrected_gaps(self) -> bool:
+        return any(k.gap_corrected_ns is not None for k in self.kernels)
+
+
+class ClassifyResult(Record, kw_only=True):
+    """One (mode, batch): the cost model and floors (always), the measurement (absent in a plan)."""
+
+    mode: str
+    batch: int
+    bucket: int
+    padding_fraction: float
+    bytes_per_step: int
+    flops_per_step: int
+    kernels_expected: int
+    weight_bytes_per_step: int | None = None
+    kv_bytes_per_step: int | None = None
+    memory_floor_ms: float | None = None
+    compute_floor_ms: float | None = None
+    launch_floor_ms: float | None = None
+    # measured
+    step_ms_median: float | None = None
+    step_ms_p90: float | None = None
+    step_ms_iqr: float | None = None
+    step_ms_samples: list[float] | None = None
+    tokens_per_s: float | None = None
+    kernels_per_step: float | None = None
+    gpu_busy_ms: float | None = None
+    idle_fraction: float | None = None
+    achieved_bandwidth_bytes_per_s: float | None = None
+    achieved_bandwidth_fraction: float | None = None
+    achieved_flops_per_s: float | None = None
+    achieved_flops_fraction: float | None = None
+    busy_bandwidth_fraction: float | None = None
+    verdict: str | None = None
+    verdict_reason: str | None = None
+    capture_s: float | None = None
+    capture_bytes: int | None = None
+    host_ms_per_step: float | None = None
+    host_ns_per_kernel: float | None = None
+    nvtx_overhead_fraction: float | None = None
+    kernel_pass: KernelPass | None = None
+
+    MEASURED: ClassVar[tuple[str, ...]] = ()  # the fields after launch_floor_ms, set below the class
+
+    @property
+    def key(self) -> str:
+        return f"{self.mode} b={self.batch}"
+
+    @property
+    def measured(self) -> bool:
+        return self.step_ms_median is not None
+
+    @property
+    def noise_fraction(self) -> float | None:
+        """IQR over median of the step time."""
+        if self.step_ms_iqr is None or not self.step_ms_median:
+            return None
+        return self.step_ms_iqr / self.step_ms_median
+
+    @property
+    def largest_floor(self) -> str | None:
+        floors = {"memory": self.memory_floor_ms, "compute": self.compute_floor_ms, "launch": self.launch_floor_ms}
+        known = {k: x for k, x in floors.items() if x is not None}
+        return max(known, key=lambda k: known[k]) if known else None
+
+    def sort_key(self) -> tuple[int, int, str]:
+        order = MODE_ORDER.index(self.mode) if self.mode in MODE_ORDER else len(MODE_ORDER)
+        return (self.batch, order, self.mode)
+
+
+_FIELDS = msgspec.structs.fields(ClassifyResult)
+ClassifyResult.MEASURED = tuple(f.name for f in _FIELDS[[f.name for f in _FIELDS].index("launch_floor_ms") + 1 :])
+
+
+class ClassifyRun(RunHeader, kw_only=True, tag_field="kind", tag="classify"):
+    config: ClassifyConfigRecord
+    shape: ShapeRecord
+    ceilings: CeilingsRecord | None = None
+    memory: Memory | None = None
+    rule: str | None = None
+    results: list[ClassifyResult] = msgspec.field(default_factory=list)
+    unavailable: list[Unavailable] = msgspec.field(default_factory=list)
+    speedups: list[Speedup] = msgspec.field(default_factory=list)
+
+    @property
+    def kind(self) -> Literal["classify"]:
+        return "classify"
+
+    @property
+    def is_plan(self) -> bool:
+        return self.config.plan
+
+    def sorted_results(self) -> list[ClassifyResult]:
+        """By batch, then eager, piecewise, full."""
+        return sorted(self.results, key=ClassifyResult.sort_key)
+
+
+def speedups_of(results: list[ClassifyResult]) -> list[Speedup]:
+    """Eager step time over each graph mode's, per batch (None where a mode is missing)."""
+    by_key = {(r.mode, r.batch): r.step_ms_median for r in results}
+    rows = []
+    for batch in sorted({r.batch for r in results}):
+        eager = by_key.get(("eager", batch))
+
+        def ratio(mode: str, eager: float | None = eager, batch: int = batch) -> float | None:
+            other = by_key.get((mode, batch))
+            return eager / other if eager and other else None
+
+        rows.append(Speedup(batch=batch, piecewise_vs_eager=ratio("piecewise"), full_vs_eager=ratio("full")))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kind: analyze
+
+
+class Source(Record, kw_only=True):
+    path: str | None = None
+    format: str | None = None  # nsys-rep | nsys-sqlite | kineto
+    tool: str | None = None
+    tool_version: str | None = None
+    schema_version: int | str | None = None
+    sqlite: str | None = None
+    cuda_graph_trace: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    nsys_command: list[str] | None = None
+
+
+class AnalyzeConfigRecord(Record, kw_only=True):
+    ranges: list[str] = msgspec.field(default_factory=list)
+    devices: list[int] | None = None
+    short_gap_ns: int | None = None
+    same_thread: bool | None = None
+
+
+class Distribution(Record, kw_only=True):
+    count: int = 0
+    p50: int | None = None
+    p90: int | None = None
+    p99: int | None = None
+    max: int | None = None
+    mean: float | None = None
+
+
+class TopKernel(Record, kw_only=True):
+    name: str
+    count: int
+    total_ns: int
+    mean_ns: int
+    share: float | None = None
+
+
+class IdleStretch(Record, kw_only=True):
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    kind: str
+    next_op: str | None = None
+    next_launch: str | None = None
+    host_api_in_flight: str | None = None
+
+
+class PooledIdleStretch(Record, kw_only=True):
+    """An idle stretch of a range summary, with the window it fell in."""
+
+    window: str
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    kind: str
+    next_op: str | None = None
+    next_launch: str | None = None
+    host_api_in_flight: str | None = None
+
+
+class Metrics(Record, kw_only=True):
+    dram_pct: float | None = None
+    compute_pct: float | None = None
+    compute_metric: str | None = None
+    samples: int = 0
+
+
+class Window(Record, kw_only=True):
+    """One analysed NVTX range instance (or the whole trace) on one device."""
+
+    name: str
+    device: int
+    start_ns: int
+    end_ns: int
+    span_ns: int
+    kernels: int
+    gpu_ops: int
+    busy_ns: int
+    idle_host_wait_ns: int
+    idle_short_gap_ns: int
+    idle_other_ns: int
+    verdict: str
+    verdict_reason: str
+    instance: int | None = None
+    pid: int | None = None
+    tid: int | None = None
+    memcpys: int = 0
+    memsets: int = 0
+    launches: dict[str, int] = msgspec.field(default_factory=dict)
+    launch_calls: int | None = None
+    kernels_per_launch: float | None = None
+    ops_without_launch: int = 0
+    launch_api_ns: Distribution = msgspec.field(default_factory=Distribution)
+    queue_ns: Distribution = msgspec.field(default_factory=Distribution)
+    idle_ns: int | None = None
+    idle_fraction: float | None = None
+    idle_stretches: int | None = None
+    gap_p50_ns: int | None = None
+    gap_p90_ns: int | None = None
+    gap_p99_ns: int | None = None
+    gap_max_ns: int | None = None
+    top_kernels: list[TopKernel] = msgspec.field(default_factory=list)
+    largest_idle: list[IdleStretch] = msgspec.field(default_factory=list)
+    metrics: Metrics | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (device {self.device})"
+
+    def share(self, part_ns: int | None) -> float | None:
+        """A part of the span as a fraction of it."""
+        return part_ns / self.span_ns if part_ns is not None and self.span_ns else None
+
+
+class Summary(Record, kw_only=True):
+    """The instances of one range name (instance counters pooled) on one device."""
+
+    name: str
+    device: int
+    instances: int
+    names: int
+    span_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_host_wait_ns: int
+    idle_short_gap_ns: int
+    idle_other_ns: int
+    kernels: int
+    gpu_ops: int
+    launch_calls: int
+    verdict: str
+    verdict_reason: str
+    span_p50_ns: int | None = None
+    span_p90_ns: int | None = None
+    busy_p50_ns: int | None = None
+    busy_p90_ns: int | None = None
+    idle_fraction: float | None = None
+    gap_p50_ns: int | None = None
+    gap_p90_ns: int | None = None
+    kernels_per_instance: float | None = None
+    launches: dict[str, int] = msgspec.field(default_factory=dict)
+    verdicts: dict[str, int] = msgspec.field(default_factory=dict)
+    slowest: str | None = None
+    top_kernels: list[TopKernel] | None = None  # None in runs saved before pooling
+    largest_idle: list[PooledIdleStretch] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (device {self.device})"
+
+    def share(self, part_ns: int | None) -> float | None:
+        return part_ns / self.span_ns if part_ns is not None and self.span_ns else None
+
+
+class AnalyzeRun(RunHeader, kw_only=True, tag_field="kind", tag="analyze"):
+    source: Source = msgspec.field(default_factory=Source)
+    config: AnalyzeConfigRecord = msgspec.field(default_factory=AnalyzeConfigRecord)
+    windows: list[Window] = msgspec.field(default_factory=list)
+    summaries: list[Summary] = msgspec.field(default_factory=list)
+
+    @property
+    def kind(self) -> Literal["analyze"]:
+        return "analyze"
+
+
+Run = ClassifyRun | AnalyzeRun
