@@ -316,14 +316,14 @@ def measure_run(config: ClassifyConfig, env: dict[str, Any], ceilings: Ceilings,
 
 
 def _configure_pdl(config: ClassifyConfig) -> None:
-    """Set the Triton ops' programmatic dependent launch for this run; on a GPU without it, say so and record off."""
+    """Check the Triton ops' programmatic dependent launch for this run; on a GPU without it, say so and record off.
+    (The model's ops get it as ``KernelSettings(pdl=config.pdl)``.)"""
     import torch
 
-    from launchprobe.kernels import triton_ops_module
+    from launchprobe.kernels import KernelSettings, get_ops
 
-    triton_ops = triton_ops_module()
-    triton_ops.PDL_ENABLED = config.pdl
-    if config.pdl and not triton_ops.pdl_active(torch.device(config.device)):
+    ops = get_ops("cuda", impl="triton", settings=KernelSettings(pdl=config.pdl))
+    if config.pdl and not ops.pdl_active(torch.device(config.device)):
         config.pdl = False
         config.notices.append(
             "programmatic dependent launch needs compute capability 9.0 (Hopper) or later: kernels launch one "
