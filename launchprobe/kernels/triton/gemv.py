@@ -12,8 +12,6 @@ from launchprobe.kernels.plans import GEMV_MAX_BATCH, GemvConfig, GemvPlan, gemv
 from launchprobe.kernels.reference import device_num_sms
 from launchprobe.kernels.triton.common import Launch, check_rows, wait_for_inputs
 
-# W is [N, K] row-major (nn.Linear's layout); one launch per call.
-#
 # One-pass kernel (config.splits == 1 with use_dot; the default at B = 2-16): _gemv_kernel, grid (N / BLOCK_N,).
 # A program owns BLOCK_N weight rows and walks all of K from 0 in [BLOCK_N, BLOCK_K] tiles of GEMV_TILE_ELEMS
 # elements (each row segment >= 128 contiguous bytes: full 16-byte vectors, whole sectors), pipelined

@@ -9,10 +9,9 @@ import triton.language as tl
 from launchprobe.kernels.plans import NORM_MAX_BLOCK
 from launchprobe.kernels.triton.common import Launch, check_rows, wait_for_inputs, warps_for
 
-# Grid (B,), one program per row. A row (8-16 KB at 8B/70B) is loaded once
-# with 16-byte vectors, reduced in fp32, normalised and written straight from registers: one read of x (and of
-# the residual), one write of out (and of the sum). Decode batches are small, so B programs is all there is;
-# the op is latency-bound at B=1 whatever the grid.
+# Grid (B,), one program per row. A row (8-16 KB at 8B/70B) is loaded once with 16-byte vectors, reduced in fp32,
+# normalised and written straight from registers: one read of x (and of the residual), one write of out (and of the
+# sum). Decode batches are small, so B programs is all there is; the op is latency-bound at B=1 whatever the grid.
 
 
 @triton.jit
