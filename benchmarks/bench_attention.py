@@ -20,7 +20,7 @@ from graph_timing import time_graph  # noqa: E402  (benchmarks/, on the path as 
 
 from launchprobe.kernels import AttentionTuning, cdiv  # noqa: E402
 from launchprobe.kernels import reference as R  # noqa: E402
-from launchprobe.kernels import triton_ops as T  # noqa: E402
+from launchprobe.kernels.triton import TritonOps  # noqa: E402
 
 MODELS = {"8b": (32, 8), "70b": (64, 8)}  # name: (q heads, kv heads); head_dim 128
 HEAD_DIM = 128
@@ -63,7 +63,8 @@ def run_case(model: str, nh: int, nkv: int, batch: int, args: argparse.Namespace
     ]
     q = torch.randn(batch, nh * dim, dtype=torch.bfloat16, device="cuda")
     out, ref = (torch.empty(batch, nh * dim, dtype=torch.bfloat16, device="cuda") for _ in range(2))
-    plan = T.attention_plan(
+    ops = TritonOps()
+    plan = ops.attention_plan(
         batch,
         c,
         nh,
@@ -79,7 +80,7 @@ def run_case(model: str, nh: int, nkv: int, batch: int, args: argparse.Namespace
 
     def tri(i: int) -> None:
         kc, vc = caches[i % copies]
-        T.attention(q, kc, vc, c, out, dim**-0.5, plan)
+        ops.attention(q, kc, vc, c, out, dim**-0.5, plan)
 
     def ref_call(i: int) -> None:
         kc, vc = caches[i % copies]

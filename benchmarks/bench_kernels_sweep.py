@@ -32,15 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from graph_timing import time_graph  # noqa: E402  (benchmarks/, on the path as the script's folder)
 
-from launchprobe.kernels import (  # noqa: E402
-    AttentionTuning,
-    GemvConfig,
-    cdiv,
-    gemv_auto_splits,
-    gemv_config,
-)
+from launchprobe.kernels import AttentionTuning, GemvConfig, GemvPlan, cdiv, gemv_config  # noqa: E402
 from launchprobe.kernels import reference as R  # noqa: E402
-from launchprobe.kernels import triton_ops as T  # noqa: E402
+from launchprobe.kernels.triton import TritonOps  # noqa: E402
 
 DEV = "cuda"
 DT = torch.bfloat16
@@ -106,11 +100,32 @@ def print_table(title: str, rows: list[Row]) -> None:
 
 def old_gemv_config(n: int, k: int, sms: int) -> GemvConfig:
     """The GEMV before split-K (7558c14), restored as the default: widest of 64/32/16 rows with >= 2 programs per
-    SM, one program per row tile, no split; ``T.gemv`` runs it with the one-pass kernel (``_gemv_kernel``)."""
+    SM, one program per row tile, no split; ``TritonOps.gemv`` runs it with the one-pass kernel (``_gemv_kernel``)."""
     block_n = next((b for b in (64, 32, 16) if cdiv(n, b) >= 2 * sms), 16)
     cfg = gemv_config(n, k, 1, sms, block_n=block_n, splits=1, use_dot=True)
     assert not cfg.split_k
     return cfg
+
+
+# ead8863's split-K heuristic: programs per SM it aims for, K tiles per split at least, splits at most.
+SPLITK_PROGRAMS_PER_SM = 4
+SPLITK_MIN_TILES_PER_SPLIT = 4
+SPLITK_MAX_SPLITS = 16
+
+
+def gemv_auto_splits(n: int, k: int, batch: int, sms: int, block_n: int = 32) -> int:
+    """The split-K count of ead8863's heuristic: as many splits as keep every program resident in one wave, each
+    split >= a few K tiles, the fp32 partials small."""
+    block_k = gemv_config(n, k, batch, sms, block_n=block_n, use_dot=True).block_k  # the tensor-core K tile
+    return max(
+        1,
+        min(
+            SPLITK_PROGRAMS_PER_SM * sms // cdiv(n, block_n),
+            cdiv(k, block_k) // SPLITK_MIN_TILES_PER_SPLIT,
+            k // (16 * max(batch, 1)),
+            SPLITK_MAX_SPLITS,
+        ),
+    )
 
 
 def splitk_gemv_config(n: int, k: int, batch: int, sms: int) -> GemvConfig:
@@ -170,7 +185,7 @@ def gemv_variants(n: int, k: int, batch: int, sms: int) -> list[tuple[str, GemvC
 
 
 def gemv_call(
-    x: torch.Tensor, ws: list[torch.Tensor], out: torch.Tensor, plan: T.GemvPlan | None
+    ops: TritonOps, x: torch.Tensor, ws: list[torch.Tensor], out: torch.Tensor, plan: GemvPlan | None
 ) -> Callable[[int], None]:
     """Call i multiplies by weight copy i % copies: cuBLAS when ``plan`` is None, else the Triton GEMV."""
     copies = len(ws)
@@ -179,7 +194,7 @@ def gemv_call(
         if plan is None:
             torch.mm(x, ws[i % copies].t(), out=out)
         else:
-            T.gemv(x, ws[i % copies], out, plan)
+            ops.gemv(x, ws[i % copies], out, plan)
 
     return call
 
@@ -187,6 +202,7 @@ def gemv_call(
 def sweep_gemv(budget: float, calls: int, reps: int) -> dict[tuple[str, int], tuple[str, GemvConfig | None, float]]:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    ops = TritonOps()
     best: dict[tuple[str, int], tuple[str, GemvConfig | None, float]] = {}
     for shape, (n, k) in GEMV_SHAPES.items():
         if time.monotonic() - START > budget:
@@ -204,8 +220,8 @@ def sweep_gemv(budget: float, calls: int, reps: int) -> dict[tuple[str, int], tu
                 try:
                     check_budget(budget)
                     out = torch.full((batch, n), float("nan"), dtype=DT, device=DEV)
-                    plan = None if cfg is None else T.gemv_plan(n, k, batch, DEV, config=cfg)
-                    call = gemv_call(x, ws, out, plan)
+                    plan = None if cfg is None else ops.gemv_plan(n, k, batch, DEV, config=cfg)
+                    call = gemv_call(ops, x, ws, out, plan)
                     call(0)
                     first = out.clone()
                     out.fill_(float("nan"))
@@ -271,15 +287,16 @@ def attn_variants(batch: int) -> dict[str, AttentionTuning]:
 
 
 def attention_call(
-    q: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]], out: torch.Tensor, plan: Any
+    ops: TritonOps, q: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]], out: torch.Tensor, plan: Any
 ) -> Callable[[int], None]:
     """Call i reads KV cache copy i % copies, over the whole context."""
     copies, d = len(caches), q.shape[1] // plan.num_heads
-    return lambda i: T.attention(q, caches[i % copies][0], caches[i % copies][1], CONTEXT, out, d**-0.5, plan)
+    return lambda i: ops.attention(q, caches[i % copies][0], caches[i % copies][1], CONTEXT, out, d**-0.5, plan)
 
 
 def sweep_attention(budget: float, calls: int, reps: int) -> dict[tuple[str, int], tuple[str, AttentionTuning, float]]:
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    ops = TritonOps()
     best: dict[tuple[str, int], tuple[str, AttentionTuning, float]] = {}
     d, c = HEAD_DIM, CONTEXT
     for model, (nh, nkv) in ATTN_SHAPES.items():
@@ -300,7 +317,7 @@ def sweep_attention(budget: float, calls: int, reps: int) -> dict[tuple[str, int
             for name, tuning in attn_variants(batch).items():
                 try:
                     check_budget(budget)
-                    plan = T.attention_plan(
+                    plan = ops.attention_plan(
                         batch,
                         c,
                         nh,
@@ -315,7 +332,7 @@ def sweep_attention(budget: float, calls: int, reps: int) -> dict[tuple[str, int
                     )
                     out = torch.full((batch, nh * d), float("nan"), dtype=DT, device=DEV)
 
-                    call = attention_call(q, caches, out, plan)
+                    call = attention_call(ops, q, caches, out, plan)
                     call(0)
                     first = out.clone()
                     out.fill_(float("nan"))

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from launchprobe.kernels import triton_ops as T  # noqa: E402
+from launchprobe.kernels import KernelSettings, get_ops  # noqa: E402
 from launchprobe.measure.ceilings import measure_hbm_read  # noqa: E402
 from launchprobe.measure.timing import time_block_cuda, warm_up  # noqa: E402
 from launchprobe.workload import costmodel  # noqa: E402
@@ -43,7 +44,7 @@ class Variant:
     label: str
     projections: str  # cublas | gemv
     pdl: bool
-    w_hint: int = 2  # cache hint of the GEMV's weight loads (triton_ops._load_w; 2, evict_first, is the default)
+    w_hint: str = "evict_first"  # cache hint of the GEMV's weight loads (KernelSettings.gemv_weight_hint)
 
 
 def build_model(shape: Shape) -> DecodeModel:
@@ -65,8 +66,8 @@ def run_shape(shape: Shape, variants: list[Variant], samples: int) -> None:
     runners = {}
     logits = {}
     for v in variants:
-        T.PDL_ENABLED = v.pdl
-        T.GEMV_W_HINT = v.w_hint
+        # same weights and KV cache, the variant's own ops (kernel settings) and projections
+        model.ops = get_ops(DEV, settings=KernelSettings(pdl=v.pdl, gemv_weight_hint=v.w_hint))
         model.project = model.ops.gemv if v.projections == "gemv" else model.ops.linear
         runner = prepare("full", 1, model.step(1), pool)
         warm_up(runner.run, 5, True)
@@ -75,8 +76,6 @@ def run_shape(shape: Shape, variants: list[Variant], samples: int) -> None:
         torch.cuda.synchronize()
         logits[v.label] = model.logits(1).clone()
         runners[v.label] = runner
-    T.PDL_ENABLED = True  # back to the defaults
-    T.GEMV_W_HINT = 2
     per: dict[str, list[float]] = {v.label: [] for v in variants}
     for _ in range(samples):
         for v in variants:
@@ -111,8 +110,8 @@ def main() -> None:
     args = parser.parse_args()
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, {props.multi_processor_count} SMs, L2 {props.L2_cache_size >> 20} MiB")
-    print(f"torch {torch.__version__}, triton {T.triton.__version__}")
-    print(f"PDL supported here: {T.pdl_active(torch.device(DEV, 0))}")
+    print(f"torch {torch.__version__}, triton {triton.__version__}")
+    print(f"PDL supported here: {get_ops(DEV).pdl_active(torch.device(DEV, 0))}")
     for name in args.shapes.split(","):
         shape = load_shape(name)
         variants = [
@@ -123,8 +122,8 @@ def main() -> None:
         ]
         if args.hints:
             variants += [
-                Variant("gemv, PDL, weights plain loads", "gemv", True, w_hint=0),
-                Variant("gemv, PDL, weights .cg", "gemv", True, w_hint=1),
+                Variant("gemv, PDL, weights plain loads", "gemv", True, w_hint="none"),
+                Variant("gemv, PDL, weights .cg", "gemv", True, w_hint="cg"),
             ]
         run_shape(shape, variants, args.samples)
         sys.stdout.flush()

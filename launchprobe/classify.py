@@ -67,7 +67,7 @@ class ClassifyConfig:
     kernel_repeats: int = 5
     nvtx: str = "steps"  # off | steps | ops (measure/markers.py)
     projections: str = "cublas"  # cublas | gemv (workload/model.py)
-    pdl: bool = True  # programmatic dependent launch of the Triton kernels (kernels/triton_ops.py)
+    pdl: bool = True  # programmatic dependent launch of the Triton kernels (kernels/triton/launch.py)
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -328,14 +328,14 @@ def measure_run(config: ClassifyConfig, env: Environment, ceilings: Ceilings, pr
 
 
 def _configure_pdl(config: ClassifyConfig, notices: list[str]) -> bool:
-    """Set the Triton ops' programmatic dependent launch for this run; on a GPU without it, say so: off."""
+    """Whether the Triton ops' programmatic dependent launch can be on for this run; on a GPU without it, say so:
+    off. (The model's ops get it as ``KernelSettings(pdl=...)``.)"""
     import torch
 
-    from launchprobe.kernels import triton_ops_module
+    from launchprobe.kernels import KernelSettings, get_ops
 
-    triton_ops = triton_ops_module()
-    triton_ops.PDL_ENABLED = config.pdl
-    if config.pdl and not triton_ops.pdl_active(torch.device(config.device)):
+    ops = get_ops("cuda", impl="triton", settings=KernelSettings(pdl=config.pdl))
+    if config.pdl and not ops.pdl_active(torch.device(config.device)):
         notices.append(
             "programmatic dependent launch needs compute capability 9.0 (Hopper) or later: kernels launch one "
             "after another without it here"
@@ -350,6 +350,7 @@ def _build_model(
     """Plan memory (cycling layers if need be, with a notice) and allocate weights, KV cache and buffers."""
     import torch
 
+    from launchprobe.kernels import KernelSettings
     from launchprobe.workload.model import DecodeModel, plan_memory
 
     max_bucket = max(buckets.values())
@@ -379,6 +380,7 @@ def _build_model(
         max_bucket=max_bucket,
         plan=memory,
         projections=config.projections,
+        kernel_settings=KernelSettings(pdl=config.pdl),
     )
     record = Memory(
         weight_bytes=memory.weight_bytes,

@@ -3,6 +3,7 @@ outputs, launches per op (counted with torch.profiler), and replay inside a CUDA
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,6 @@ from launchprobe.kernels import (
     GemvPlan,
     Ops,
     attention_kernels,
-    gemv_auto_splits,
     gemv_config,
     gemv_kernels,
     get_ops,
@@ -53,11 +53,13 @@ SHAPES = [S("8b", 4096, 14336, 32, 8, 128, 1024, 500000.0), S("tiny", 256, 512, 
 SHAPE_IDS = [s.name for s in SHAPES]
 
 
+@functools.cache
 def tri() -> Any:
-    """The Triton module, imported lazily: collecting this file must work without triton."""
-    from launchprobe.kernels import triton_ops
+    """One Triton ops object (default settings) for the whole file, made lazily: collecting this file must work
+    without triton. Its GEMV plan cache is shared by the tests, like a model's."""
+    from launchprobe.kernels.triton import TritonOps
 
-    return triton_ops
+    return TritonOps()
 
 
 def rel(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -316,8 +318,7 @@ def _gemv_configs(n: int, k: int, batch: int) -> list[GemvConfig]:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     cfgs = [gemv_config(n, k, batch, sms)]
     assert cfgs[0].splits == 1 and cfgs[0].use_dot == (batch > 1)
-    auto = gemv_auto_splits(n, k, batch, sms)
-    for block_n, splits in ((16, 1), (32, 1), (64, 1), (32, 3), (64, 8), (32, 16), (32, auto)):
+    for block_n, splits in ((16, 1), (32, 1), (64, 1), (32, 3), (64, 8), (32, 16), (32, 4)):
         cfgs.append(gemv_config(n, k, batch, sms, block_n=block_n, splits=splits, use_dot=True))
     if batch == 1:
         cfgs.append(gemv_config(n, k, batch, sms, splits=4, use_dot=False))

@@ -75,7 +75,7 @@ for b, nh, nkv, d, c, ctx, bn, fused in (
 for b, f in ((1, 96), (3, 1000), (1, 14336)):
     _case("silu_mul", ALL, b=b, f=f)
 # the default: batch 1 the CUDA-core kernel (one or several K tiles, ragged), batch 2-16 the one-pass tensor-core
-# kernel (7558c14's, no split), ragged N and K; B=17 falls back to torch.mm
+# kernel (no split), ragged N and K; B=17 falls back to torch.mm
 for b, n, k in ((1, 70, 100), (3, 256, 512), (8, 48, 1024), (16, 33, 64), (17, 20, 30), (1, 100, 1000)):
     _case("gemv", NO_BF16, b=b, n=n, k=k)
 # the one-pass kernel with each row tile (16/32/64 rows: several K tiles, a ragged last tile, N < BLOCK_N)
@@ -91,6 +91,9 @@ for b, n, k, bn, sp, dot in (
     (2, 64, 4096, 64, 16, 1),
 ):
     _case("gemv", NO_BF16, b=b, n=n, k=k, bn=bn, sp=sp, dot=dot)
+# the CUDA-core kernel under each weight-load cache hint of KernelSettings
+for b, n, k in ((1, 100, 1000), (1, 40, 300)):
+    _case("gemv_hints", NO_BF16, b=b, n=n, k=k)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -117,9 +120,9 @@ def _numpy_index_shim() -> None:
 def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from launchprobe.kernels import GEMV_MAX_BATCH, gemv_config
+    from launchprobe.kernels import GEMV_MAX_BATCH, GEMV_WEIGHT_HINTS, KernelSettings, gemv_config
     from launchprobe.kernels import reference as R
-    from launchprobe.kernels import triton_ops as T
+    from launchprobe.kernels.triton import TritonOps
 
     dt = getattr(torch, dtype_name)
     nan = float("nan")
@@ -127,7 +130,7 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
     def rel(a: torch.Tensor, b: torch.Tensor) -> float:
         return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
-    T.NORM_MAX_BLOCK = 64 if p.get("loop") else 16384
+    T = TritonOps(KernelSettings(norm_max_block=64) if p.get("loop") else KernelSettings())
     checks: dict[str, bool] = {}
     errs: dict[str, float] = {}
     if op in ("rmsnorm", "add_rmsnorm"):
@@ -213,18 +216,8 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
             checks["CUDA cores at batch 1 only"] = cfg.use_dot == (b > 1)
         gplan = T.gemv_plan(n, k, b, "cpu", config=cfg)
         errs["splits"] = float(cfg.splits)
-        launched: list[str] = []
-        launch = T._launch
-
-        def counting(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
-            launched.append(kernel.fn.__name__)
-            launch(kernel, grid, *args, **kwargs)
-
-        T._launch = counting
-        try:
+        with T.launcher.trace() as launched:
             T.gemv(x, w, o_t, gplan)
-        finally:
-            T._launch = launch
         if b <= GEMV_MAX_BATCH:
             want = "_gemv_splitk_kernel" if cfg.split_k else "_gemv_kernel"
             checks[f"one launch of {want}"] = launched == [want]
@@ -239,6 +232,18 @@ def _run_case(op: str, dtype_name: str, p: dict[str, Any]) -> dict[str, Any]:
         checks["second call identical"] = bool(torch.equal(o_t, first))
         if gplan.counters is not None:
             checks["counters back to zero"] = not bool(gplan.counters.any())
+    elif op == "gemv_hints":
+        b, n, k = p["b"], p["n"], p["k"]
+        x, w = torch.randn(b, k, dtype=dt), torch.randn(n, k, dtype=dt)
+        outs = {}
+        for hint in GEMV_WEIGHT_HINTS:
+            ops = TritonOps(KernelSettings(gemv_weight_hint=hint))
+            outs[hint] = torch.full((b, n), nan, dtype=dt)
+            with ops.launcher.trace() as launched:
+                ops.gemv(x, w, outs[hint])
+            checks[f"{hint}: one launch of _gemv_splitk_kernel"] = launched == ["_gemv_splitk_kernel"]
+        errs["out"] = rel(outs["evict_first"], x.double() @ w.double().T)
+        checks["every hint computes the same"] = all(torch.equal(o, outs["evict_first"]) for o in outs.values())
     else:  # pragma: no cover
         raise ValueError(op)
     return {"errs": errs, "checks": checks}

@@ -57,7 +57,7 @@ def _main() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from launchprobe.kernels import triton_ops as T
+    from launchprobe.kernels.triton import gemv as T
 
     report: dict[str, Any] = {}
     for case, name, consts in CASES:

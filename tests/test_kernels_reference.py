@@ -9,15 +9,14 @@ import torch
 
 from launchprobe.errors import UsageError
 from launchprobe.kernels import (
-    ATTN_BLOCK_N,
-    GEMV_FMA_TUNED,
+    GEMV_WEIGHT_HINTS,
     AttentionPlan,
+    KernelSettings,
     attention_kernels,
     attention_max_splits,
     attention_split_tokens,
     attention_splits,
     cdiv,
-    gemv_auto_splits,
     gemv_block_n,
     gemv_config,
     gemv_fma_tiles,
@@ -25,6 +24,7 @@ from launchprobe.kernels import (
     get_ops,
 )
 from launchprobe.kernels import reference as R
+from launchprobe.kernels.plans import ATTN_BLOCK_N, GEMV_FMA_TUNED, NORM_MAX_BLOCK
 
 F32 = torch.float32
 
@@ -37,6 +37,25 @@ def test_get_ops_picks_reference_on_cpu() -> None:
         get_ops("cpu", impl="nope")
 
 
+def test_get_ops_hands_its_settings_to_the_ops() -> None:
+    settings = KernelSettings(pdl=False, gemv_weight_hint="cg", norm_max_block=64)
+    ops = get_ops("cpu", settings=settings)
+    assert ops.settings is settings
+    assert get_ops("cpu").settings == KernelSettings()
+    assert not ops.pdl_active(torch.device("cpu"))  # the reference never uses PDL
+
+
+def test_kernel_settings_defaults_and_checks() -> None:
+    default = KernelSettings()
+    assert (default.pdl, default.gemv_weight_hint, default.norm_max_block) == (True, "evict_first", NORM_MAX_BLOCK)
+    assert set(GEMV_WEIGHT_HINTS) == {"none", "cg", "evict_first"}
+    with pytest.raises(ValueError, match="gemv_weight_hint"):
+        KernelSettings(gemv_weight_hint="evict_last")
+    for block in (0, 8, 100):
+        with pytest.raises(ValueError, match="norm_max_block"):
+            KernelSettings(norm_max_block=block)
+
+
 def test_triton_ops_without_triton_is_a_missing_tool(monkeypatch: pytest.MonkeyPatch) -> None:
     """classify on a GPU box without triton: one line and exit 5 (MissingToolError), not an ImportError traceback."""
     import sys
@@ -44,12 +63,12 @@ def test_triton_ops_without_triton_is_a_missing_tool(monkeypatch: pytest.MonkeyP
     import launchprobe.kernels as kernels
     from launchprobe.errors import MissingToolError
 
-    monkeypatch.delattr(kernels, "triton_ops", raising=False)
-    monkeypatch.setitem(sys.modules, "launchprobe.kernels.triton_ops", None)  # importing it now fails
-    with pytest.raises(MissingToolError, match="need the triton package"):
-        kernels.triton_ops_module()
+    monkeypatch.delattr(kernels, "triton", raising=False)
+    monkeypatch.setitem(sys.modules, "launchprobe.kernels.triton", None)  # importing it now fails
     with pytest.raises(MissingToolError, match="need the triton package"):
         kernels.get_ops("cuda")
+    with pytest.raises(MissingToolError, match="need the triton package"):
+        kernels.get_ops("cpu", impl="triton")
 
 
 def test_kernels_package_does_not_import_torch_or_triton() -> None:
@@ -311,7 +330,7 @@ GEMV_SHAPES = {  # (N, K) of the llama-3 decode projections
 
 
 def test_gemv_config_heuristic_on_h200() -> None:
-    """Batch 2-16: 7558c14's one-pass tensor-core GEMV, never split; 64/32/16 rows, the widest with >= 2
+    """Batch 2-16: the one-pass tensor-core GEMV, never split; 64/32/16 rows, the widest with >= 2
     programs/SM. Batch 1: the CUDA-core kernel, one pass, with the tiles tuned per llama-3 shape."""
     for batch in (8, 16):
         cfgs = {name: gemv_config(n, k, batch, 132) for name, (n, k) in GEMV_SHAPES.items()}
@@ -334,9 +353,8 @@ def test_gemv_config_heuristic_on_h200() -> None:
     assert gemv_fma_tiles(1000, 100, 132) == (8, 128, 8)  # K tile shrinks to K (a power of two >= 64)
     # knobs given at batch 1 select the tensor-core kernel's defaults for the rest (the sweep's candidates)
     assert gemv_config(4096, 4096, 1, 132, block_n=32, use_dot=True).num_warps == 4
-    # split-K stays an explicit option: ead8863's heuristic, for sweeps
-    assert gemv_auto_splits(4096, 4096, 1, 132) == 4
-    assert gemv_config(4096, 4096, 1, 132, splits=gemv_auto_splits(4096, 4096, 1, 132)).split_k
+    # split-K stays an explicit option (benchmarks/bench_kernels_sweep.py has a heuristic for it)
+    assert gemv_config(4096, 4096, 1, 132, splits=4).split_k
 
 
 @pytest.mark.parametrize("batch", [1, 3, 16])

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from launchprobe.errors import UsageError
+from launchprobe.kernels import KernelSettings, get_ops
 from launchprobe.workload import costmodel
 from launchprobe.workload.model import DecodeModel, kernels_per_step, plan_memory
 from launchprobe.workload.modes import prepare
@@ -15,12 +16,24 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 
 def make_model(
-    device: str, layers: int = 2, max_bucket: int = 8, context: int = 64, projections: str = "cublas"
+    device: str,
+    layers: int = 2,
+    max_bucket: int = 8,
+    context: int = 64,
+    projections: str = "cublas",
+    kernel_settings: KernelSettings | None = None,
 ) -> DecodeModel:
     shape = load_shape("tiny", {"layers": layers})
     plan = plan_memory(shape, max_bucket, context, "bf16", free_bytes=1 << 34, l2_bytes=1 << 20, headroom=0)
     return DecodeModel(
-        shape, context=context, dtype="bf16", device=device, max_bucket=max_bucket, plan=plan, projections=projections
+        shape,
+        context=context,
+        dtype="bf16",
+        device=device,
+        max_bucket=max_bucket,
+        plan=plan,
+        projections=projections,
+        kernel_settings=kernel_settings,
     )
 
 
@@ -36,6 +49,13 @@ def test_cpu_step_runs_every_op_and_writes_logits() -> None:
     before = logits.clone()
     runner.run()  # same inputs, same weights: the same step again
     torch.testing.assert_close(model.logits(4), before)
+
+
+def test_model_ops_carry_the_kernel_settings() -> None:
+    settings = KernelSettings(pdl=False, gemv_weight_hint="none")
+    model = make_model("cpu", kernel_settings=settings)
+    assert model.ops.name == "torch" and model.ops.settings is settings
+    assert make_model("cpu").ops.settings == KernelSettings()
 
 
 def test_memory_plan_cycles_only_layers_far_larger_than_l2() -> None:
@@ -121,26 +141,21 @@ def test_pdl_changes_when_kernels_start_not_what_they_compute(projections: str, 
     """With programmatic dependent launch each Triton kernel starts while the previous one still runs and waits
     in-kernel for its input: a missing wait would read stale activations. The same step with and without PDL,
     eager and as one graph, must give the same logits bit for bit (NaN-filled before each run)."""
-    from launchprobe.kernels import triton_ops as T
-
-    if not T.pdl_active(torch.device("cuda")):
+    if not get_ops("cuda").pdl_active(torch.device("cuda")):
         pytest.skip("no PDL on this GPU (needs compute capability 9.0)")
     results = {}
-    saved = T.PDL_ENABLED
-    try:
-        for pdl in (False, True):
-            T.PDL_ENABLED = pdl
-            model = make_model("cuda", layers=4, max_bucket=bucket, context=1024, projections=projections)
-            for mode in ("eager", "full"):
-                runner = prepare(mode, bucket, model.step(bucket), torch.cuda.graph_pool_handle())
+    for pdl in (False, True):
+        settings = KernelSettings(pdl=pdl)
+        model = make_model("cuda", 4, bucket, 1024, projections, settings)
+        assert model.ops.pdl_active(torch.device("cuda")) == pdl
+        for mode in ("eager", "full"):
+            runner = prepare(mode, bucket, model.step(bucket), torch.cuda.graph_pool_handle())
+            runner.run()
+            model.logits(bucket).fill_(float("nan"))
+            for _ in range(3):
                 runner.run()
-                model.logits(bucket).fill_(float("nan"))
-                for _ in range(3):
-                    runner.run()
-                torch.cuda.synchronize()
-                results[(pdl, mode)] = model.logits(bucket).clone()
-    finally:
-        T.PDL_ENABLED = saved
+            torch.cuda.synchronize()
+            results[(pdl, mode)] = model.logits(bucket).clone()
     expected = results[(False, "eager")]
     assert torch.isfinite(expected.float()).all()
     for key, logits in results.items():

@@ -13,11 +13,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from launchprobe.kernels import (
-    DEFAULT_NUM_SMS,
-    AttentionPlan,
-    attention_max_splits,
-)
+from launchprobe.kernels.ops import KernelSettings
+from launchprobe.kernels.plans import DEFAULT_NUM_SMS, AttentionPlan, attention_max_splits
 
 
 def embedding(ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
@@ -177,9 +174,13 @@ def make_attention_plan(
 
 
 class TorchOps:
-    """The reference ops behind the ``Ops`` interface (``get_ops("cpu")`` or ``impl="torch"``)."""
+    """The reference ops behind the ``Ops`` interface (``get_ops("cpu")`` or ``impl="torch"``); ``settings`` are
+    kept for the interface and change nothing here."""
 
     name = "torch"
+
+    def __init__(self, settings: KernelSettings | None = None) -> None:
+        self.settings = settings or KernelSettings()
 
     embedding = staticmethod(embedding)
     linear = staticmethod(linear)
@@ -197,3 +198,7 @@ class TorchOps:
 
     attention = staticmethod(attention)
     attention_plan = staticmethod(functools.partial(make_attention_plan, workspace=False))
+
+    def pdl_active(self, device: torch.device) -> bool:
+        """Never: torch launches its kernels one after another."""
+        return False

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from launchprobe.errors import UsageError
 from launchprobe.workload import costmodel
 from launchprobe.workload.shape import Shape
+
+if TYPE_CHECKING:
+    from launchprobe.kernels import KernelSettings
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -98,7 +101,10 @@ def plan_memory(
 
 
 class DecodeModel:
-    """Weights and KV cache for the largest bucket; ``step(bucket)`` builds the op list for one batch bucket."""
+    """Weights and KV cache for the largest bucket; ``step(bucket)`` builds the op list for one batch bucket.
+
+    ``kernel_settings`` are the switches of the ops it gets from ``get_ops`` (PDL, GEMV load hint; defaults if None).
+    """
 
     def __init__(
         self,
@@ -110,12 +116,13 @@ class DecodeModel:
         max_bucket: int,
         plan: MemoryPlan,
         projections: str = "cublas",
+        kernel_settings: KernelSettings | None = None,
     ):
         from launchprobe.kernels import get_ops
 
         self.shape, self.context, self.dtype, self.device = shape, context, dtype, device
         self.max_bucket, self.plan = max_bucket, plan
-        self.ops = get_ops(torch.device(device).type)
+        self.ops = get_ops(torch.device(device).type, settings=kernel_settings)
         if projections not in PROJECTIONS:
             raise UsageError(f"--projections {projections!r}: expected one of {', '.join(PROJECTIONS)}")
         # The same projection kernels in every mode, so eager and graphs stay comparable.
