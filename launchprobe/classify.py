@@ -345,7 +345,7 @@ def _build_model(
         l2 = env.get("l2_bytes") or 50 << 20
         headroom = max(2 * GIB, free // 50)
     else:
-        free, l2, headroom = 1 << 62, environment.cpu_cache_bytes(), 0
+        free, l2, headroom = DecodeModel.cpu_memory_budget(config.shape, max_bucket, config.context)
     memory = plan_memory(config.shape, max_bucket, config.context, config.dtype, free, l2, headroom)
     run["memory"] = {
         "weight_bytes": memory.weight_bytes,

@@ -44,6 +44,17 @@ def parse_modes(values: tuple[str, ...]) -> list[str] | None:
     return list(dict.fromkeys(modes))
 
 
+def check_modes_run_here(modes: list[str] | None, device: str) -> None:
+    """The CPU path runs eager only: graph modes alone would leave nothing to measure."""
+    from launchprobe.errors import MissingToolError
+
+    if modes and "eager" not in modes and not device.startswith("cuda"):
+        raise MissingToolError(
+            f"--mode {','.join(modes)} needs CUDA graphs, and this runs on the CPU (no CUDA GPU, or --device cpu), "
+            f"which runs eager only: add --mode eager or run on a GPU"
+        )
+
+
 EPILOG = """\b
 Examples:
   launchprobe classify                                   # llama-3-8b, batches 1,8,64,256, all modes
@@ -217,6 +228,8 @@ def classify(
     if plan:
         run = job.plan_from_options(**workload)
     else:
+        workload["device"] = job.resolve_device(device)
+        check_modes_run_here(modes, workload["device"])
         run = job.classify_from_options(
             **workload,
             warmup=warmup,
