@@ -351,7 +351,7 @@ def _build_model(
     import torch
 
     from launchprobe.kernels import KernelSettings
-    from launchprobe.workload.model import DecodeModel, plan_memory
+    from launchprobe.workload.model import DecodeModel, cpu_memory_budget, plan_memory
 
     max_bucket = max(buckets.values())
     if config.cuda:
@@ -359,7 +359,7 @@ def _build_model(
         l2 = env.l2_bytes or 50 << 20
         headroom = max(2 * GIB, free // 50)
     else:
-        free, l2, headroom = 1 << 62, environment.cpu_cache_bytes(), 0
+        free, l2, headroom = cpu_memory_budget(config.shape, max_bucket, config.context)
     memory = plan_memory(config.shape, max_bucket, config.context, config.dtype, free, l2, headroom)
     if memory.cycled(config.shape):
         notices.append(
@@ -557,6 +557,11 @@ def build_config(
     from launchprobe.workload.shape import load_shape
 
     cuda = device.startswith("cuda") or plan
+    if modes and "eager" not in modes and not cuda:
+        raise MissingToolError(
+            f"--mode {','.join(modes)} needs CUDA graphs, and this runs on the CPU (no CUDA GPU, or --device cpu), "
+            f"which runs eager only: add --mode eager or run on a GPU"
+        )
     notices = []
     if not cuda:
         notices.append(

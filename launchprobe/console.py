@@ -1,21 +1,66 @@
-"""How output reaches the terminal: rich on a TTY, plain text when piped or NO_COLOR is set."""
+"""How output reaches the terminal: rich on a TTY, plain text when piped or NO_COLOR is set.
+
+The environment is read the same way for every console (reports on stdout, progress and notices on stderr):
+
+- ``NO_COLOR`` (non-empty) removes every style code: reports are plain text, and the progress display on a
+  terminal still moves but sends no colour or bold;
+- ``FORCE_COLOR`` (non-empty, and no NO_COLOR) styles the output even when it is not a terminal;
+- ``COLUMNS`` and ``LINES`` that are not positive integers count as unset (``COLUMNS=0`` would print nothing).
+
+launchprobe.cli.streams guards stdout and stderr themselves (closed pipes, full disks, ASCII-only encodings).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 from rich.console import Console
 
 PLAIN_WIDTH = 120  # stable width for logs when stdout is not a terminal
 
 
-def wants_rich(stream: TextIO) -> bool:
-    if os.environ.get("NO_COLOR"):
+def _set(name: str) -> bool:
+    return os.environ.get(name, "") != ""
+
+
+def no_color() -> bool:
+    return _set("NO_COLOR")
+
+
+def force_color() -> bool:
+    return _set("FORCE_COLOR") and not no_color()
+
+
+def _positive_int(text: str) -> bool:
+    return text.isascii() and text.isdigit() and int(text) > 0
+
+
+def console_environ() -> Mapping[str, str]:
+    """os.environ for rich, less a COLUMNS or LINES that is not a positive integer, and less FORCE_COLOR under
+    NO_COLOR."""
+    environ = dict(os.environ)
+    for name in ("COLUMNS", "LINES"):
+        if name in environ and not _positive_int(environ[name]):
+            del environ[name]
+    if no_color():
+        environ.pop("FORCE_COLOR", None)
+    return environ
+
+
+def isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
         return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+
+
+def wants_rich(stream: TextIO) -> bool:
+    if no_color():
+        return False
+    return force_color() or isatty(stream)
 
 
 def make_console(stream: TextIO | None = None, *, plain: bool | None = None, width: int | None = None) -> Console:
@@ -23,7 +68,7 @@ def make_console(stream: TextIO | None = None, *, plain: bool | None = None, wid
     stream = stream if stream is not None else sys.stdout
     use_rich = wants_rich(stream) if plain is None else not plain
     if use_rich:
-        return Console(file=stream, width=width)
+        return Console(file=stream, width=width, _environ=console_environ())
     return Console(
         file=stream,
         width=width or PLAIN_WIDTH,
@@ -33,9 +78,13 @@ def make_console(stream: TextIO | None = None, *, plain: bool | None = None, wid
         highlight=False,
         emoji=False,
         soft_wrap=False,
+        _environ=console_environ(),
     )
 
 
 def stderr_console() -> Console:
-    """Progress and notices go to stderr so stdout stays clean for --format json."""
-    return Console(stderr=True, highlight=False)
+    """Progress and notices go to stderr so stdout stays clean for --format json. Under NO_COLOR no style codes
+    at all (rich's own no_color drops colours but keeps bold and dim)."""
+    if no_color():
+        return Console(stderr=True, highlight=False, color_system=None, _environ=console_environ())
+    return Console(stderr=True, highlight=False, _environ=console_environ())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from typing import TYPE_CHECKING
@@ -64,3 +65,58 @@ def cpu_cache_bytes() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 32 << 20
+
+
+def available_memory_bytes() -> int | None:
+    """RAM this process can still allocate: the smaller of the kernel's MemAvailable and what the memory cgroup
+    (a container's limit) has left; None when neither can be read (then nothing can be checked in advance)."""
+    # MemAvailable counts reclaimable page cache, which sysconf's free pages do not: sysconf only without it.
+    system = _meminfo_available()
+    if system is None:
+        system = _sysconf_available()
+    known = [value for value in (system, _cgroup_available()) if value is not None]
+    return max(0, min(known)) if known else None
+
+
+def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    value, unit = line.split(":", 1)[1].split()[:2]
+                    return int(value) * (1024 if unit.lower() == "kb" else 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_available() -> int | None:
+    """Limit minus usage of this process's memory cgroup (v2, then v1); None without a limit."""
+    candidates = [("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current")]
+    try:
+        with open("/proc/self/cgroup", encoding="ascii", errors="replace") as cgroup:
+            for line in cgroup:
+                if line.startswith("0::"):
+                    own = "/sys/fs/cgroup" + line.strip()[3:].rstrip("/")
+                    candidates.insert(0, (f"{own}/memory.max", f"{own}/memory.current"))
+    except OSError:
+        pass
+    candidates.append(("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+    for limit_path, usage_path in candidates:
+        try:
+            with open(limit_path, encoding="ascii") as limit_file, open(usage_path, encoding="ascii") as usage_file:
+                limit_text, usage = limit_file.read().strip(), int(usage_file.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit_text == "max" or not limit_text.isdigit() or int(limit_text) >= 1 << 60:  # no limit
+            return None
+        return int(limit_text) - usage
+    return None
+
+
+def _sysconf_available() -> int | None:
+    try:
+        pages, page_size = os.sysconf("SC_AVPHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * page_size if pages > 0 and page_size > 0 else None

@@ -10,14 +10,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
+from launchprobe.console import isatty, stderr_console
+
 
 class Progress:
     """``status`` says what is happening now; ``advance`` marks one unit of work done."""
 
     def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or stderr_console()
         self.enabled = enabled
-        self.live = enabled and self.console.is_terminal
+        # A live bar only on a real terminal: FORCE_COLOR asks for styles, not for cursor movement in a log.
+        self.live = enabled and self.console.is_terminal and (console is not None or isatty(self.console.file))
         self._bar: RichProgress | None = None
         self._task: TaskID | None = None
         self._done = 0

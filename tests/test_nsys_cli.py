@@ -175,3 +175,63 @@ def test_analyze_nsys_rep_exports_once(fake_nsys: Path, tmp_path: Path, capsys: 
     assert [c[0] for c in _calls(fake_nsys)] == ["export"]
     assert _cli(["analyze", str(rep), "--format", "json", "--remove-sqlite", "--force"]) == 0
     assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_options_after_the_command_are_the_commands(
+    fake_nsys: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    user_file = tmp_path / "x"
+    user_file.write_text("the user's own file")
+    script = "import sys; print('ARGV', sys.argv[1:], file=sys.stderr)"
+    argv = ["nsys", "--dir", "p", "--format", "json", sys.executable, "-c", script, "--output", "x", "--force"]
+    assert _cli(argv) == 0
+    assert user_file.read_text() == "the user's own file"  # not taken as launchprobe's --output, not replaced
+    profile = _calls(fake_nsys)[0]
+    assert profile[-6:] == [sys.executable, "-c", script, "--output", "x", "--force"]
+    assert "--force-overwrite=false" in profile  # --force was the command's, not ours
+    assert "ARGV ['--output', 'x', '--force']" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("regex", ["decode[", "a{99999999999}", "(" * 3000 + ")" * 3000])
+def test_invalid_range_is_refused_before_anything_runs(
+    fake_nsys: Path, tmp_path: Path, regex: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["nsys", "--dir", str(tmp_path / "p"), "--range", regex, "--", sys.executable, "-c", "pass"]
+    assert _cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("launchprobe: error: ") and "not a valid regular expression" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not fake_nsys.exists() and not (tmp_path / "p").exists()  # nsys never ran, nothing was created
+    rep = tmp_path / "r.sqlite"
+    rep.write_bytes(b"")
+    assert _cli(["analyze", str(rep), "--range", regex]) == 2  # analyze checks the same way
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".", ""])
+def test_name_stays_inside_dir(fake_nsys: Path, tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["nsys", "--dir", str(tmp_path / "p"), "--name", name, "--", sys.executable, "-c", "pass"]
+    assert _cli(argv) == 2
+    assert "--name" in capsys.readouterr().err
+    assert not fake_nsys.exists() and not (tmp_path / "p").exists() and not (tmp_path / "x.nsys-rep").exists()
+
+
+def test_nsys_killed_by_a_signal_says_so(fake_nsys: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kill_parent = "import os, signal; os.kill(os.getppid(), signal.SIGKILL)"  # the parent is (fake) nsys
+    argv = ["nsys", "--dir", str(tmp_path / "p"), "--", sys.executable, "-c", kill_parent]
+    assert _cli(argv) == 128 + signal.SIGKILL
+    err = capsys.readouterr().err
+    assert "nsys was killed by signal 9 (SIGKILL)" in err and "Traceback" not in err
+
+
+def test_collect_only_runs_nsys() -> None:
+    """Issue 10: collect/nsys_run.py runs nsys and reads its report; analysing, saving, rendering are the CLI's."""
+    import ast
+
+    import launchprobe.collect.nsys_run as nsys_run
+
+    tree = ast.parse(Path(nsys_run.__file__).read_text())
+    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    command_side = ("analysis", "run", "render", "cli", "pipeline")
+    assert not [m for m in imported if m.split(".")[1:2] and m.split(".")[1] in command_side], imported
+    assert not hasattr(nsys_run, "profile_and_analyze")

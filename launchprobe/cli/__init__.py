@@ -12,6 +12,7 @@ import sys
 import click
 
 from launchprobe import __version__
+from launchprobe.cli.streams import guard_streams
 from launchprobe.errors import EXIT_INTERRUPTED, LaunchprobeError
 
 # name -> (module, attribute, one-line help shown by `launchprobe --help`)
@@ -43,9 +44,10 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="launchprobe")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Is the GPU computing, reading memory, or idle waiting for the CPU during LLM decode?
 
     \b
@@ -57,30 +59,60 @@ def cli() -> None:
       launchprobe report run.json --format markdown
       launchprobe compare base.json new.json --threshold 5%
     """
+    if ctx.invoked_subcommand is None:  # bare `launchprobe`: the help, as asked for, not as an error
+        click.echo(ctx.get_help())
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; expected failures become one line on stderr and a documented exit code."""
+    """Run the CLI; expected failures become one line on stderr and a documented exit code.
+
+    stdout and stderr are guarded for the run (launchprobe.cli.streams): a closed pipe (`| head`) ends
+    the output quietly and the command still exits with its own status; a full disk or an encoding that cannot
+    take the report is one error line."""
+    restore = guard_streams()
+    try:
+        code = run(argv)
+        try:
+            sys.stdout.flush()  # here, not at interpreter exit, so that a failing stdout is one line too
+        except LaunchprobeError as exc:
+            code = _error(str(exc), exc.exit_code)
+    finally:
+        restore()
+    sys.exit(code)
+
+
+def run(argv: list[str] | None) -> int:
+    """The exit code of one command line."""
     try:
         result = cli.main(args=argv, standalone_mode=False)
     except LaunchprobeError as exc:
-        click.echo(f"launchprobe: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("launchprobe: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("launchprobe: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        return _error(str(exc), exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        return _error("interrupted", EXIT_INTERRUPTED, prefix="launchprobe: ")
     except click.UsageError as exc:  # one line, like every other error, not click's three
         where = exc.ctx.command_path if exc.ctx is not None else "launchprobe"
-        click.echo(f"launchprobe: error: {exc.format_message()} (see '{where} --help')", err=True)
-        sys.exit(exc.exit_code)
+        return _error(f"{exc.format_message()} (see '{where} --help')", exc.exit_code)
     except click.ClickException as exc:
-        click.echo(f"launchprobe: error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
+        return _error(exc.format_message(), exc.exit_code)
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
+    except SystemExit as exc:  # a command's sys.exit(code), e.g. compare's 3
+        return _exit_code(exc.code)
     # With standalone_mode=False click returns ctx.exit(code)'s code instead of exiting.
     if isinstance(result, int) and not isinstance(result, bool):
-        sys.exit(result)
+        return result
+    return 0
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    click.echo(str(code), err=True)  # sys.exit("message"), as Python itself prints it
+    return 1
+
+
+def _error(message: str, code: int, *, prefix: str = "launchprobe: error: ") -> int:
+    click.echo(f"{prefix}{message}", err=True)
+    return code

@@ -3,6 +3,7 @@ launchprobe.collect and launchprobe.analysis."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,16 @@ Examples:
 """
 
 
+def check_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each --range must compile before anything runs (nsys would otherwise profile for nothing)."""
+    for text in values:
+        try:
+            re.compile(text)
+        except (re.error, OverflowError, RecursionError) as exc:
+            raise click.BadParameter(f"{text!r} is not a valid regular expression: {exc}") from None
+    return values
+
+
 def analysis_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by `analyze` and `nsys`."""
     options = [
@@ -29,6 +40,7 @@ def analysis_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "ranges",
             multiple=True,
             metavar="REGEX",
+            callback=check_ranges,
             help="Analyse each instance of the NVTX ranges / annotations whose whole name matches (repeatable). "
             "Default: the whole trace.",
         ),

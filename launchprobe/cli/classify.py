@@ -9,9 +9,12 @@ import click
 
 from launchprobe.cli.output import check_outputs, emit_run, output_options
 from launchprobe.errors import UsageError
+from launchprobe.workload.shape import MAX_BATCH, MAX_CONTEXT, shown
+
+MAX_STEPS = 1_000_000
 
 
-def parse_int_list(text: str, option: str) -> list[int]:
+def parse_int_list(text: str, option: str, *, maximum: int = MAX_BATCH) -> list[int]:
     values = []
     for part in text.replace(" ", "").split(","):
         if not part:
@@ -19,9 +22,11 @@ def parse_int_list(text: str, option: str) -> list[int]:
         try:
             value = int(part)
         except ValueError:
-            raise UsageError(f"{option} {text!r}: {part!r} is not an integer") from None
+            raise UsageError(f"{option}: {shown(part)!r} is not an integer") from None
         if value < 1:
             raise UsageError(f"{option} {text!r}: values must be positive")
+        if value > maximum:
+            raise UsageError(f"{option}: {shown(value)} is outside the valid range 1..{maximum}")
         values.append(value)
     if not values:
         raise UsageError(f"{option}: give at least one value, e.g. {option} 1,8,64")
@@ -78,7 +83,11 @@ Examples:
     help="Batch sizes (sequences per decode step). Default: 1,8,64,256 on a GPU, 1,8 on the CPU.",
 )
 @click.option(
-    "--context", default=1024, show_default=True, type=int, help="KV-cache entries each sequence attends per step."
+    "--context",
+    default=1024,
+    show_default=True,
+    type=click.IntRange(max=MAX_CONTEXT),  # the minimum (1) is launchprobe.classify's to check
+    help="KV-cache entries each sequence attends per step.",
 )
 @click.option(
     "--mode",
@@ -89,8 +98,20 @@ Examples:
     help="eager, piecewise, full (default: all three on a GPU, eager on the CPU).",
 )
 @click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
-@click.option("--warmup", default=10, show_default=True, type=int, help="Warm-up steps per (mode, batch).")
-@click.option("--steps", default=50, show_default=True, type=int, help="Measured steps per (mode, batch).")
+@click.option(
+    "--warmup",
+    default=10,
+    show_default=True,
+    type=click.IntRange(0, MAX_STEPS),
+    help="Warm-up steps per (mode, batch).",
+)
+@click.option(
+    "--steps",
+    default=50,
+    show_default=True,
+    type=click.IntRange(max=MAX_STEPS),
+    help="Measured steps per (mode, batch).",
+)
 @click.option("--device", default="auto", show_default=True, help="auto, cuda, cuda:N or cpu.")
 @click.option(
     "--capture-sizes",

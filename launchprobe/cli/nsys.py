@@ -1,5 +1,5 @@
 """`launchprobe nsys -- CMD...`: profile a command under nsys, export, analyse, render. The work is in
-launchprobe.collect.nsys_run and launchprobe.analysis."""
+launchprobe.pipeline (which runs launchprobe.collect.nsys_run and launchprobe.analysis)."""
 
 from __future__ import annotations
 
@@ -10,22 +10,26 @@ import click
 from launchprobe.cli.analyze import analysis_options, make_options
 from launchprobe.cli.output import check_outputs, emit_run
 from launchprobe.errors import EXIT_COMMAND_NOT_FOUND, EXIT_INTERRUPTED, EXIT_MISSING_TOOL
-from launchprobe.run.schema import Run
+from launchprobe.run.schema import AnalyzeRun
 
 EPILOG = f"""\b
 Examples:
   launchprobe nsys -- python serve.py --model my-model
+  launchprobe nsys python bench.py --output x      # --output is bench.py's: options end at the command
   launchprobe nsys --dir prof --range 'decode_step.*' -- python bench.py
   launchprobe nsys --capture-cuda-profiler-api --gpu-metrics-devices all -- python bench.py
   launchprobe nsys --nsys-arg=--duration=30 -- python serve.py
 
 \b
 Exit codes: the command's own when it fails; {EXIT_COMMAND_NOT_FOUND} when it is not found (nothing is run);
-{EXIT_MISSING_TOOL} when nsys is not found; {EXIT_INTERRUPTED} on Ctrl-C (what was collected is analysed).
+{EXIT_MISSING_TOOL} when nsys is not found; 128+N when nsys itself is killed by signal N; {EXIT_INTERRUPTED} on Ctrl-C
+(what was collected is analysed).
 """
 
 
-@click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": False})
+# Options end at the command's name: everything from there on is the command's, `--` or not, so
+# `launchprobe nsys python bench.py --output x` passes --output to bench.py instead of taking it as ours.
+@click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False})
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(
     "--dir",
@@ -71,10 +75,11 @@ def nsys(
     plot_dir: Path | None,
 ) -> None:
     """Run COMMAND under Nsight Systems (CUDA and NVTX tracing, graph nodes traced, no CPU sampling), export the
-    report to SQLite and analyse it like `launchprobe analyze`. COMMAND's arguments pass through untouched; put
-    them after `--`. A failing command's exit code is launchprobe's; Ctrl-C stops the command and nsys cleanly
-    and analyses what was collected."""
-    from launchprobe.collect.nsys_run import ProfileOptions, default_directory, profile_and_analyze
+    report to SQLite and analyse it like `launchprobe analyze`. launchprobe's options come before COMMAND;
+    everything from COMMAND on passes through untouched (a `--` before it is optional). A failing command's exit
+    code is launchprobe's; Ctrl-C stops the command and nsys cleanly and analyses what was collected."""
+    from launchprobe.collect.nsys_run import ProfileOptions, default_directory
+    from launchprobe.pipeline import profile_and_analyze
 
     if capture_nvtx and capture_cuda_profiler_api:
         raise click.UsageError("choose one of --capture-nvtx and --capture-cuda-profiler-api")
@@ -90,7 +95,7 @@ def nsys(
         nsys=nsys_path,
     )
 
-    def render(run: Run) -> None:
+    def render(run: AnalyzeRun) -> None:
         emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
 
     profile_and_analyze(

@@ -1,4 +1,7 @@
-"""Run a command under ``nsys profile`` with the tracing the analysis needs, and survive Ctrl-C.
+"""Run a command under ``nsys profile`` with the tracing the analysis needs, survive Ctrl-C, and read the report.
+
+This module only collects: it runs nsys and returns what it did (``ProfileResult``), and reads the report it wrote
+into a timeline (``read_profile``). Analysing, saving and rendering are the command's (launchprobe.pipeline).
 
 nsys runs in its own process group, so a Ctrl-C reaches it once, from us: the first SIGINT is forwarded to nsys
 (which stops the command and writes what it collected), a second sends SIGTERM, a third SIGKILL.
@@ -10,22 +13,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from launchprobe.collect.nsys_rep import find_nsys
-from launchprobe.errors import (
-    EXIT_INTERRUPTED,
-    CommandNotFoundError,
-    LaunchprobeError,
-    MissingToolError,
-    UsageError,
-)
+from launchprobe.errors import CommandNotFoundError, MissingToolError, UsageError
+
+if TYPE_CHECKING:
+    from launchprobe.timeline import Timeline
 
 BASE_ARGS = ("-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", "--cuda-graph-trace=node")
 
@@ -40,6 +38,9 @@ class ProfileOptions:
     extra_args: tuple[str, ...] = ()
     force: bool = False
     nsys: str | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
 
     @property
     def report(self) -> Path:
@@ -57,9 +58,33 @@ class ProfileOptions:
 @dataclass
 class ProfileResult:
     report: Path | None  # None when nsys wrote no report
-    returncode: int  # nsys's exit status (the command's, when it failed); 128+N when killed by signal N
+    returncode: int  # nsys's exit status (the command's, when it failed); 128+N when nsys was killed by signal N
     interrupted: bool
     argv: list[str] = field(default_factory=list)
+    signal: int | None = None  # the signal that killed nsys itself (not the command), if one did
+
+    @property
+    def failure(self) -> str | None:
+        """What went wrong, in words, when nsys or the command failed (None when it succeeded or was interrupted)."""
+        if self.interrupted or self.returncode == 0:
+            return None
+        if self.signal is not None:
+            return f"nsys was killed by signal {self.signal} ({signal_name(self.signal)})"
+        return f"the command (or nsys) failed with exit code {self.returncode}"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def check_name(name: str) -> None:
+    """A report base name stays inside --dir: no path separators, no ``..``, nothing empty."""
+    separators = {"/", os.sep, *([os.altsep] if os.altsep else [])}
+    if not name or name in (".", "..") or ".." in name or any(sep in name for sep in separators) or "\0" in name:
+        raise UsageError(f"--name {name!r}: give a plain file name (no '/', no '..'); put folders in --dir")
 
 
 def default_directory() -> Path:
@@ -132,58 +157,28 @@ def run_profile(options: ProfileOptions, command: list[str]) -> ProfileResult:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if returncode < 0:
-        returncode = 128 - returncode
+    killed_by = -returncode if returncode < 0 else None
+    if killed_by is not None:
+        returncode = 128 + killed_by  # the shell's convention
     report = options.report if options.report.exists() else None
-    return ProfileResult(report=report, returncode=returncode, interrupted=signals_seen > 0, argv=argv)
+    return ProfileResult(
+        report=report, returncode=returncode, interrupted=signals_seen > 0, argv=argv, signal=killed_by
+    )
 
 
-def profile_and_analyze(
-    options: ProfileOptions,
-    command: list[str],
-    analysis: Any,
-    *,
-    render: Callable[[dict[str, Any]], None],
-    remove_files: bool = False,
-) -> dict[str, Any] | None:
-    """Profile, export, analyse, save the run next to the report, render. A failed or interrupted command still
-    has what was collected analysed, then its exit code (or 130) is raised as the error's."""
-    from launchprobe.analysis.trace_run import build_run
+def read_profile(result: ProfileResult, options: ProfileOptions) -> Timeline:
+    """Export the report nsys wrote to SQLite and read it into a timeline."""
     from launchprobe.collect.nsys_rep import export_sqlite
     from launchprobe.collect.nsys_sqlite import read_nsys_sqlite
-    from launchprobe.run.files import save_run
 
-    result = run_profile(options, command)
-    rc = result.returncode
-    failed = rc != 0 and not result.interrupted
     if result.report is None:
-        if result.interrupted:
-            raise LaunchprobeError("interrupted before nsys wrote a report", exit_code=EXIT_INTERRUPTED)
-        raise LaunchprobeError(f"nsys exited with code {rc} and wrote no report", exit_code=rc or 1)
-    notices = []
-    if result.interrupted:
-        notices.append("interrupted: this is what nsys collected before Ctrl-C")
-    elif failed:
-        notices.append(f"the command (or nsys) failed with exit code {rc}: this is what was collected")
-    run = None
-    try:
-        sqlite, _ = export_sqlite(result.report, nsys=options.nsys, force=options.force)
-        timeline = read_nsys_sqlite(sqlite)
-        timeline.meta.update(format="nsys-rep", path=str(result.report), sqlite=str(sqlite))
-        run = build_run(timeline, analysis, extra_notices=notices, extra_source={"nsys_command": result.argv})
-        save_run(run, options.run_file, force=options.force)
-        render(run)
-    except LaunchprobeError as exc:
-        if not (failed or result.interrupted):
-            raise
-        print(f"launchprobe: analysis skipped: {exc}", file=sys.stderr)
-    finally:
-        if remove_files:
-            for path in (options.report, options.sqlite):
-                path.unlink(missing_ok=True)
-    kept = "" if remove_files else f"; report kept in {options.directory}"
-    if result.interrupted:
-        raise LaunchprobeError(f"interrupted{kept}", exit_code=EXIT_INTERRUPTED)
-    if failed:
-        raise LaunchprobeError(f"the command failed with exit code {rc}{kept}", exit_code=rc)
-    return run
+        raise UsageError("nsys wrote no report")
+    sqlite, _ = export_sqlite(result.report, nsys=options.nsys, force=options.force)
+    timeline = read_nsys_sqlite(sqlite)
+    timeline.meta.update(format="nsys-rep", path=str(result.report), sqlite=str(sqlite))
+    return timeline
+
+
+def remove_profile_files(options: ProfileOptions) -> None:
+    for path in (options.report, options.sqlite):
+        path.unlink(missing_ok=True)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import statistics
+import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -53,30 +55,97 @@ def cache_key(device_name: str, torch_version: str, dtype: str) -> str:
     return f"v{CEILINGS_VERSION}|{device_name}|torch {torch_version}|{dtype}"
 
 
-def load_cached(key: str) -> Ceilings | None:
+class CorruptCache(ValueError):
+    """The cache file, or its entry for this key, is not what store_cached writes."""
+
+
+def _positive(entry: dict[str, Any], name: str, *, optional: bool) -> None:
+    value = entry.get(name)
+    if value is None and optional:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise CorruptCache(f"{name} is {value!r}, not a positive finite number")
+
+
+def ceilings_from_entry(entry: Any) -> Ceilings:
+    """A cached entry back into Ceilings, refusing anything store_cached would not have written."""
+    if not isinstance(entry, dict):
+        raise CorruptCache(f"the entry is a {type(entry).__name__}, not an object")
+    known = {f.name for f in fields(Ceilings)}
+    required = known - {"source", "details"}
+    if set(entry) - known or required - set(entry):
+        raise CorruptCache(f"the entry's fields are {', '.join(sorted(entry))}")
+    _positive(entry, "hbm_read_bytes_per_s", optional=False)
+    _positive(entry, "matmul_flops_per_s", optional=False)
+    _positive(entry, "launch_host_ns", optional=True)
+    _positive(entry, "graph_node_ns", optional=True)
+    if not isinstance(entry["measured_at"], str) or not isinstance(entry.get("details", {}), dict):
+        raise CorruptCache("measured_at or details has the wrong type")
+    return Ceilings(**{**entry, "source": "cached"})
+
+
+def _read_entries(path: Path) -> dict[str, Any]:
+    """The cache file's entries ({} when there is none yet); CorruptCache when it is not a JSON object."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise CorruptCache(f"cannot read it: {exc.strerror}") from None
+    try:
+        entries = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CorruptCache("it is not UTF-8 text") from None
+    except (ValueError, RecursionError) as exc:
+        raise CorruptCache(f"it is not valid JSON ({exc})") from None
+    if not isinstance(entries, dict):
+        raise CorruptCache(f"it holds a JSON {type(entries).__name__}, not an object")
+    return entries
+
+
+def cache_notice(path: Path, reason: str) -> str:
+    return f"ceilings cache {path} ignored ({reason}): measuring again, the new measurement replaces it"
+
+
+def load_cached(key: str, notices: list[str] | None = None) -> Ceilings | None:
+    """The cached ceilings for ``key``, or None. A corrupt file or entry is ignored (None) with a notice on stderr
+    (and in ``notices`` when given), so that the ceilings are measured again; never an exception."""
     path = cache_path()
     try:
-        entries = json.loads(path.read_text())
-        entry = entries[key]
-        return Ceilings(**{**entry, "source": "cached"})
-    except (OSError, ValueError, KeyError, TypeError):
+        entries = _read_entries(path)
+        if key not in entries:
+            return None
+        return ceilings_from_entry(entries[key])
+    except CorruptCache as exc:
+        notice = cache_notice(path, str(exc))
+        print(f"launchprobe: notice: {notice}", file=sys.stderr)
+        if notices is not None:
+            notices.append(notice)
         return None
 
 
 def store_cached(key: str, ceilings: Ceilings) -> None:
+    """Add ``key`` to the cache; a corrupt cache file is replaced by one that holds the valid entries only."""
     path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            entries = json.loads(path.read_text())
-        except (OSError, ValueError):
+            entries = _read_entries(path)
+        except CorruptCache:
             entries = {}
-        entries[key] = ceilings.to_dict()
+        kept = {}
+        for other, entry in entries.items():
+            try:
+                ceilings_from_entry(entry)
+            except CorruptCache:
+                continue
+            kept[other] = entry
+        kept[key] = ceilings.to_dict()
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries, indent=1))
+        tmp.write_text(json.dumps(kept, indent=1, allow_nan=False))
         tmp.replace(path)
-    except OSError:
-        pass  # a read-only home only costs a re-measure next time
+    except (OSError, ValueError):
+        pass  # a read-only home, a full disk, a folder in the way: it only costs a re-measure next time
 
 
 def _now() -> str:
@@ -220,9 +289,12 @@ def get_ceilings(
 ) -> Ceilings:
     """Ceilings for this run: cached measurement, fresh measurement, or datasheet (with measured host costs)."""
     key = cache_key(device_name, torch_version, dtype)
-    measured = None if remeasure else load_cached(key)
+    notices: list[str] = []
+    measured = None if remeasure else load_cached(key, notices)
     if measured is None:
         measured = measure_ceilings(device, dtype, l2_bytes)
+        if notices:
+            measured.details["cache_notice"] = notices[0]  # the run file says why it measured again
         store_cached(key, measured)
     if source == "measured":
         return measured

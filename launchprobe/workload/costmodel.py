@@ -7,6 +7,7 @@ Elementwise work (norms, rotary, SiLU) is counted as bytes, not FLOPs. See docs/
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from launchprobe.workload.shape import Shape
@@ -46,37 +47,60 @@ class OpCost:
 
 @dataclass(frozen=True)
 class StepCost:
-    ops: tuple[OpCost, ...]
+    """One step's costs, kept in constant size whatever the layer count: layer 0 (whose input norm has no residual
+    to add) and one representative of layers 1..L-1, which cost the same. Totals are computed from these, so a
+    plan for any shape takes the same time; ``ops`` lists every op, one per layer, only when asked for."""
+
+    head: tuple[OpCost, ...]  # per-step ops before the layers (embed)
+    first_layer: tuple[OpCost, ...]  # layer 0
+    layer: tuple[OpCost, ...]  # each of layers 1..layers-1 (layer index 1 stands for all of them)
+    layers: int
+    tail: tuple[OpCost, ...]  # per-step ops after the layers (final_norm, lm_head)
+
+    @property
+    def ops(self) -> tuple[OpCost, ...]:
+        """Every op of the step in launch order (as long as the step: for reports of small shapes and tests)."""
+        repeated = (dataclasses.replace(op, layer=i) for i in range(1, self.layers) for op in self.layer)
+        return (*self.head, *self.first_layer, *repeated, *self.tail)
+
+    def _total(self, field: str) -> int:
+        def total(ops: tuple[OpCost, ...]) -> int:
+            return sum(getattr(op, field) for op in ops)
+
+        repeats = self.layers - 1
+        return total(self.head) + total(self.first_layer) + repeats * total(self.layer) + total(self.tail)
 
     @property
     def bytes(self) -> int:
-        return sum(op.bytes for op in self.ops)
+        return self._total("bytes")
 
     @property
     def flops(self) -> int:
-        return sum(op.flops for op in self.ops)
+        return self._total("flops")
 
     @property
     def weight_bytes(self) -> int:
-        return sum(op.weight_bytes for op in self.ops)
+        return self._total("weight_bytes")
 
     @property
     def kv_bytes(self) -> int:
-        return sum(op.kv_bytes for op in self.ops)
+        return self._total("kv_bytes")
 
     @property
     def activation_bytes(self) -> int:
-        return sum(op.activation_bytes for op in self.ops)
+        return self._total("activation_bytes")
 
     def by_name(self) -> dict[str, OpCost]:
         """Costs summed over layers, per op name, in launch order."""
         totals: dict[str, list[int]] = {}
-        for op in self.ops:
-            acc = totals.setdefault(op.name, [0, 0, 0, 0])
-            acc[0] += op.weight_bytes
-            acc[1] += op.kv_bytes
-            acc[2] += op.activation_bytes
-            acc[3] += op.flops
+        weighted = [(self.head, 1), (self.first_layer, 1), (self.layer, self.layers - 1), (self.tail, 1)]
+        for ops, times in weighted:
+            for op in ops:
+                acc = totals.setdefault(op.name, [0, 0, 0, 0])
+                acc[0] += times * op.weight_bytes
+                acc[1] += times * op.kv_bytes
+                acc[2] += times * op.activation_bytes
+                acc[3] += times * op.flops
         return {name: OpCost(name, -1, *vals) for name, vals in totals.items()}
 
 
@@ -112,15 +136,15 @@ def layer_op_costs(shape: Shape, batch: int, context: int, elem: int, layer: int
 def step_cost(shape: Shape, batch: int, context: int, dtype: str) -> StepCost:
     elem = DTYPE_BYTES[dtype]
     b, h, v = batch, shape.hidden, shape.vocab
-    ops: list[OpCost] = [
-        # embedding rows gathered by token id (int64 ids): read B rows, write B rows
-        OpCost("embed", -1, b * h * elem, 0, b * h * elem + 8 * b, 0),
-    ]
-    for layer in range(shape.layers):
-        ops.extend(layer_op_costs(shape, batch, context, elem, layer))
-    ops.append(OpCost("final_norm", -1, h * elem, 0, 3 * b * h * elem, 0))
-    ops.append(OpCost("lm_head", -1, h * v * elem, 0, (b * h + b * v) * elem, 2 * b * h * v))
-    return StepCost(tuple(ops))
+    # embedding rows gathered by token id (int64 ids): read B rows, write B rows
+    head = (OpCost("embed", -1, b * h * elem, 0, b * h * elem + 8 * b, 0),)
+    tail = (
+        OpCost("final_norm", -1, h * elem, 0, 3 * b * h * elem, 0),
+        OpCost("lm_head", -1, h * v * elem, 0, (b * h + b * v) * elem, 2 * b * h * v),
+    )
+    first = tuple(layer_op_costs(shape, batch, context, elem, 0))
+    rest = tuple(layer_op_costs(shape, batch, context, elem, 1))
+    return StepCost(head=head, first_layer=first, layer=rest, layers=shape.layers, tail=tail)
 
 
 def layer_weight_bytes(shape: Shape, dtype: str) -> int:

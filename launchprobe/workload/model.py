@@ -84,10 +84,12 @@ def plan_memory(
     budget = free_bytes - headroom - kv - act - step_weights
     gib = 1 << 30
     if budget < layer_bytes:
+        need = kv + act + step_weights + layer_bytes + headroom
         raise UsageError(
-            f"{shape.name} at batch {max_bucket}, context {context}: KV cache {kv / gib:.1f} GiB + activations "
-            f"{act / gib:.1f} GiB + embeddings {step_weights / gib:.1f} GiB leave no room for one layer "
-            f"({layer_bytes / gib:.2f} GiB) in {free_bytes / gib:.1f} GiB free; lower --batch or --context"
+            f"{shape.name} at batch {max_bucket}, context {context} needs at least {need / gib:.1f} GiB "
+            f"and {free_bytes / gib:.1f} GiB is free: KV cache {kv / gib:.1f} GiB + activations {act / gib:.1f} GiB "
+            f"+ embeddings {step_weights / gib:.1f} GiB + one layer {layer_bytes / gib:.2f} GiB + working space "
+            f"{headroom / gib:.1f} GiB; lower --batch or --context"
         )
     distinct = min(shape.layers, budget // layer_bytes)
     if distinct < shape.layers and layer_bytes < 4 * l2_bytes:
@@ -100,11 +102,39 @@ def plan_memory(
     return MemoryPlan(int(distinct), costmodel.weight_memory_bytes(shape, dtype, int(distinct)), kv, act)
 
 
+CPU_RUNTIME_BYTES = 256 << 20  # torch itself, the Python heap, the ceilings' buffers freed before the model
+
+
+def cpu_working_bytes(shape: Shape, max_bucket: int, context: int) -> int:
+    """Scratch the CPU (plain torch) step allocates on top of the plan: attention's fp32 copies of one layer's K
+    and V plus its scores and probabilities, and fp32 temporaries of the norms, SiLU and logits."""
+    fp32 = 4
+    attention = fp32 * max_bucket * context * (2 * shape.kv_dim + 2 * shape.heads)
+    elementwise = fp32 * max_bucket * 4 * (4 * shape.hidden + 3 * shape.ffn + shape.vocab)
+    return CPU_RUNTIME_BYTES + attention + elementwise
+
+
+def cpu_memory_budget(shape: Shape, max_bucket: int, context: int) -> tuple[int, int, int]:
+    """``(free, l2, headroom)`` for plan_memory on the CPU path: RAM that can really be had (environment), the
+    last-level cache, and the step's working space, so a shape that does not fit is refused, saying how much it
+    needs, before anything is allocated. Unknown free RAM (no /proc/meminfo, no sysconf) checks nothing."""
+    from launchprobe import environment
+
+    free = environment.available_memory_bytes()
+    return (
+        (1 << 62) if free is None else free,
+        environment.cpu_cache_bytes(),
+        cpu_working_bytes(shape, max_bucket, context),
+    )
+
+
 class DecodeModel:
     """Weights and KV cache for the largest bucket; ``step(bucket)`` builds the op list for one batch bucket.
 
     ``kernel_settings`` are the switches of the ops it gets from ``get_ops`` (PDL, GEMV load hint; defaults if None).
     """
+
+    cpu_memory_budget = staticmethod(cpu_memory_budget)  # reachable where only DecodeModel is imported
 
     def __init__(
         self,
@@ -127,6 +157,20 @@ class DecodeModel:
             raise UsageError(f"--projections {projections!r}: expected one of {', '.join(PROJECTIONS)}")
         # The same projection kernels in every mode, so eager and graphs stay comparable.
         self.project = self.ops.gemv if projections == "gemv" else self.ops.linear
+        try:
+            self._allocate(shape, context, dtype, device, max_bucket, plan)
+        except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+            if not isinstance(exc, MemoryError) and "memory" not in str(exc).lower() and "alloc" not in str(exc):
+                raise
+            gib = 1 << 30
+            total = plan.weight_bytes + plan.kv_cache_bytes + plan.activation_bytes
+            raise UsageError(
+                f"out of memory on {device} allocating {shape.name} ({total / gib:.1f} GiB: weights "
+                f"{plan.weight_bytes / gib:.1f}, KV cache {plan.kv_cache_bytes / gib:.1f}); lower --batch, --context "
+                f"or --set layers"
+            ) from None
+
+    def _allocate(self, shape: Shape, context: int, dtype: str, device: str, max_bucket: int, plan: MemoryPlan) -> None:
         tdtype = TORCH_DTYPES[dtype]
         gen = torch.Generator(device=device).manual_seed(0)
 

@@ -1,0 +1,82 @@
+"""`launchprobe nsys`'s pipeline: profile (collect), export and read (collect), analyse, save the run, render.
+
+launchprobe.collect.nsys_run only runs nsys and reads what it wrote; this module, used by the command, decides
+what a failed or interrupted profile means for the analysis and for the exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from launchprobe.collect.nsys_run import (
+    ProfileOptions,
+    ProfileResult,
+    read_profile,
+    remove_profile_files,
+    run_profile,
+)
+from launchprobe.errors import EXIT_INTERRUPTED, LaunchprobeError
+from launchprobe.run.schema import AnalyzeRun
+
+
+def profile_and_analyze(
+    options: ProfileOptions,
+    command: list[str],
+    analysis: Any,
+    *,
+    render: Callable[[AnalyzeRun], None],
+    remove_files: bool = False,
+) -> AnalyzeRun | None:
+    """Profile, export, analyse, save the run next to the report, render. A failed or interrupted command still
+    has what was collected analysed, then its exit code (or 130) is raised as the error's."""
+    result = run_profile(options, command)
+    if result.report is None:
+        raise _no_report(result)
+    run = None
+    try:
+        run = analyse(result, options, analysis)
+        render(run)
+    except LaunchprobeError as exc:
+        if result.failure is None and not result.interrupted:
+            raise
+        print(f"launchprobe: analysis skipped: {exc}", file=sys.stderr)
+    finally:
+        if remove_files:
+            remove_profile_files(options)
+    kept = "" if remove_files else f"; report kept in {options.directory}"
+    if result.interrupted:
+        raise LaunchprobeError(f"interrupted{kept}", exit_code=EXIT_INTERRUPTED)
+    if result.signal is not None:
+        raise LaunchprobeError(f"{result.failure}{kept}", exit_code=result.returncode)
+    if result.failure is not None:
+        code = result.returncode
+        raise LaunchprobeError(f"the command failed with exit code {code}{kept}", exit_code=code)
+    return run
+
+
+def analyse(result: ProfileResult, options: ProfileOptions, analysis: Any) -> AnalyzeRun:
+    """The run of what nsys collected, saved next to the report (``build_run`` and ``save_run``)."""
+    from launchprobe.analysis.trace_run import build_run
+    from launchprobe.run.files import save_run
+
+    notices = []
+    if result.interrupted:
+        notices.append("interrupted: this is what nsys collected before Ctrl-C")
+    elif result.failure is not None:
+        notices.append(f"{result.failure}: this is what was collected")
+    timeline = read_profile(result, options)
+    run = build_run(timeline, analysis, extra_notices=notices, extra_source={"nsys_command": result.argv})
+    save_run(run, options.run_file, force=options.force)
+    return run
+
+
+def _no_report(result: ProfileResult) -> LaunchprobeError:
+    if result.interrupted:
+        return LaunchprobeError("interrupted before nsys wrote a report", exit_code=EXIT_INTERRUPTED)
+    if result.signal is not None:
+        return LaunchprobeError(f"{result.failure} and wrote no report", exit_code=result.returncode)
+    return LaunchprobeError(
+        f"nsys exited with code {result.returncode} and wrote no report", exit_code=result.returncode or 1
+    )
