@@ -13,7 +13,7 @@ import gzip
 import json
 import zlib
 from collections import Counter
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -51,17 +51,20 @@ def us_to_ns(value: Any) -> int:
     if isinstance(value, int):
         return value * 1000
     if isinstance(value, str):
-        number = Decimal(value)
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            raise ValueError(f"not a time: {value[:40]!r}") from None
         if not number.is_finite():
-            raise ValueError(f"not a finite time: {value!r}")
+            raise ValueError(f"not a finite time: {value[:40]!r}")
         if number and number.adjusted() >= MAX_US_DIGITS:  # never materialise 10**huge
-            raise ValueError(f"time out of range: {value!r}")
+            raise ValueError(f"time out of range: {value[:40]!r}")
         return int((number * THOUSAND).to_integral_value(ROUND_HALF_EVEN))
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError(f"not a finite time: {value!r}")
         return round(value * 1000)
-    raise TypeError(f"not a time: {value!r}")
+    raise TypeError(f"not a time: {str(value)[:40]}")
 
 
 def _as_int(value: Any, default: int) -> int:
@@ -232,9 +235,9 @@ def read_kineto(path: Path) -> Timeline:
         meta["rank"] = dist.get("rank")
         meta["world_size"] = dist.get("world_size")
     return Timeline(
-        gpu_ops=_frame(path, ops, GPU_OP_COLUMNS, "GPU op"),
-        api_calls=_frame(path, apis, API_CALL_COLUMNS, "API call"),
-        ranges=_frame(path, ranges, RANGE_COLUMNS, "range"),
+        gpu_ops=_frame(path, ops, GPU_OP_COLUMNS, "a GPU op"),
+        api_calls=_frame(path, apis, API_CALL_COLUMNS, "an API call"),
+        ranges=_frame(path, ranges, RANGE_COLUMNS, "a range"),
         metrics=None,
         meta=meta,
     )
@@ -250,10 +253,10 @@ def _frame(path: Path, columns: dict[str, list[Any]], dtypes: dict[str, str], wh
             try:
                 array = np.array(values, dtype=np.int64)
             except (OverflowError, TypeError, ValueError):
-                raise BadTraceError(f"{path}: a {what} {name} value out of range (not a 64-bit integer)") from None
+                raise BadTraceError(f"{path}: {what} {name} value out of range (not a 64-bit integer)") from None
             is_time = name in ("start_ns", "end_ns")
             if is_time and len(array) and max(-int(array.min()), int(array.max())) > TIME_LIMIT_NS:
-                raise BadTraceError(f"{path}: a {what} time out of range ({name} beyond {TIME_LIMIT_NS} ns)")
+                raise BadTraceError(f"{path}: {what} time out of range ({name} beyond {TIME_LIMIT_NS} ns)")
             data[name] = pd.Series(array, dtype=dtype)
         else:
             data[name] = pd.Series(values, dtype=dtype)

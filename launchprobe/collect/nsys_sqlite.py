@@ -63,7 +63,7 @@ def read_nsys_sqlite(path: Path, *, with_metrics: bool = True) -> Timeline:
     try:
         conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise BadTraceError(f"{path}: cannot open as SQLite ({exc})") from None
+        raise BadTraceError(f"{path}: cannot open as SQLite ({_one_line(exc)})") from None
     try:
         try:
             return _read(conn, path, with_metrics)
@@ -74,11 +74,17 @@ def read_nsys_sqlite(path: Path, *, with_metrics: bool = True) -> Timeline:
             conn.text_factory = _replace_invalid_utf8
             return _read(conn, path, with_metrics)
     except sqlite3.DatabaseError as exc:
-        raise BadTraceError(f"{path}: corrupt or truncated SQLite file ({exc})") from None
+        raise BadTraceError(f"{path}: corrupt or truncated SQLite file ({_one_line(exc)})") from None
     except MemoryError:
         raise BadTraceError(f"{path}: corrupt SQLite file (a table claims more rows than fit in memory)") from None
     finally:
         conn.close()
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """SQLite's message on one line (a malformed schema is quoted with its newlines), at most ``limit`` chars."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _replace_invalid_utf8(raw: bytes) -> str:

@@ -178,6 +178,8 @@ def _decode(
     if np.any(buf[base] != LEAF_TABLE):
         raise Unsupported("not a leaf page")
     ncells = (buf[base + 3].astype(np.int64) << 8) | buf[base + 4]
+    if np.any(8 + 2 * ncells > page_size):
+        raise Unsupported("more cells than fit a page")
     n = int(ncells.sum())
     if not n:
         return 0
