@@ -418,3 +418,18 @@ def test_cli_one_line_and_exit_code(tmp_path: Path, content: bytes, code: int) -
     assert b"Traceback" not in done.stderr
     if code:
         assert done.stderr.decode().count("\n") == 1
+
+
+def test_malformed_schema_that_is_not_utf8(tmp_path: Path) -> None:
+    # SQLite's own error message quotes the damaged CREATE statement: Python cannot decode it (UnicodeDecodeError)
+    path = _export(tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE extra (a INTEGER)")
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'extra'", (b'CREATE TABLE extra (a "\xff\xfe',)
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(BadTraceError, match="corrupt"):
+        load_trace(path)

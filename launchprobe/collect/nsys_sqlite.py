@@ -67,14 +67,16 @@ def read_nsys_sqlite(path: Path, *, with_metrics: bool = True) -> Timeline:
     try:
         try:
             return _read(conn, path, with_metrics)
-        except sqlite3.OperationalError as exc:
-            if "decode" not in str(exc):
+        except (sqlite3.OperationalError, UnicodeDecodeError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "decode" not in str(exc):
                 raise
             # Text that is not UTF-8 (in the schema, a name, a metadata value): read it with U+FFFD instead.
             conn.text_factory = _replace_invalid_utf8
             return _read(conn, path, with_metrics)
     except sqlite3.DatabaseError as exc:
         raise BadTraceError(f"{path}: corrupt or truncated SQLite file ({_one_line(exc)})") from None
+    except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema that is not UTF-8
+        raise BadTraceError(f"{path}: corrupt SQLite file (a damaged schema that is not UTF-8)") from None
     except MemoryError:
         raise BadTraceError(f"{path}: corrupt SQLite file (a table claims more rows than fit in memory)") from None
     finally:
