@@ -185,14 +185,20 @@ def _check_integers(
 ) -> None:
     """BadTraceError when a value of one of ``columns`` is text or a blob (or a float, unless ``real_ok``):
     SQL would turn it into a wrong number or misalign the columns."""
-    for col in columns:
-        allowed = "'integer', 'null', 'real'" if col in real_ok else "'integer', 'null'"
-        bad = conn.execute(
-            f'SELECT rowid, typeof("{col}") FROM "{table}" WHERE typeof("{col}") NOT IN ({allowed}) LIMIT 1'
-        ).fetchone()
-        if bad is not None:
+    if not columns:
+        return
+    allowed = {col: ("integer", "null", "real") if col in real_ok else ("integer", "null") for col in columns}
+    tests = " OR ".join(
+        f'typeof("{col}") NOT IN ({", ".join(repr(t) for t in kinds)})' for col, kinds in allowed.items()
+    )
+    types = ", ".join(f'typeof("{col}")' for col in columns)
+    bad = conn.execute(f'SELECT rowid, {types} FROM "{table}" WHERE {tests} LIMIT 1').fetchone()  # one scan
+    if bad is None:
+        return
+    for col, kind in zip(columns, bad[1:]):
+        if kind not in allowed[col]:
             raise BadTraceError(
-                f"{path}: table {table}, column {col}: a {bad[1]} value where a number belongs (row {bad[0]})"
+                f"{path}: table {table}, column {col}: a {kind} value where a number belongs (row {bad[0]})"
             )
 
 
@@ -513,13 +519,13 @@ def _nvtx(conn: sqlite3.Connection, path: Path, tables: set[str], strings: dict[
     start, end, gtid, dom, txt, tids = zip(*rows, strict=True)
     gtid_arr = np.array(gtid, dtype=np.int64)
     names = [
-        _text(t) if t is not None else strings.get(i, "") if isinstance(i, int) else ""
+        t if type(t) is str else _text(t) if t is not None else strings.get(i, "") if type(i) is int else ""
         for t, i in zip(txt, tids, strict=True)
     ]
     frame = pd.DataFrame(
         {
             "name": pd.Categorical(names),
-            "domain": pd.Categorical([domains.get(d, "") if isinstance(d, int) else "" for d in dom]),
+            "domain": pd.Categorical([domains.get(d, "") for d in dom]),
             "start_ns": np.array(start, dtype=np.int64),
             "end_ns": np.array(end, dtype=np.int64),
             "pid": (gtid_arr >> 24) & 0xFFFFFF,
