@@ -11,6 +11,9 @@ from typing import Any
 
 import pandas as pd
 
+from launchprobe.collect.api_names import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES
+from launchprobe.collect.api_names import api_category as _api_category
+
 # GPU work: kernels, copies, sets. One row per operation that ran on a device.
 GPU_OP_COLUMNS: dict[str, str] = {
     "kind": "string",  # "kernel" | "memcpy" | "memset"
@@ -55,29 +58,14 @@ METRIC_COLUMNS: dict[str, str] = {
     "value": "float64",
 }
 
-LAUNCH_API_NAMES = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cudaLaunchCooperativeKernel",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel",
-)
-GRAPH_LAUNCH_API_NAMES = ("cudaGraphLaunch", "cuGraphLaunch")
+# The name tables live in collect.api_names (CUDA and HIP); these names stay for existing imports.
+LAUNCH_API_NAMES = tuple(sorted(LAUNCH_NAMES))
+GRAPH_LAUNCH_API_NAMES = tuple(sorted(GRAPH_LAUNCH_NAMES))
 
 
 def api_category(name: str) -> str:
     """Map an API name (with or without an nsys version suffix like ``_v7000``) to its category."""
-    base = name.split("_v", 1)[0] if "_v" in name else name
-    if base in LAUNCH_API_NAMES:
-        return "launch"
-    if base in GRAPH_LAUNCH_API_NAMES:
-        return "graph_launch"
-    if "Synchronize" in base or base in ("cudaEventQuery", "cudaStreamQuery", "cuStreamQuery"):
-        return "sync"
-    if "Memcpy" in base or "Memset" in base:
-        return "memcpy"
-    return "other"
+    return _api_category(name)
 
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:

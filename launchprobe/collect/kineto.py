@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import json
 import zlib
 from collections import Counter
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -17,15 +18,32 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pandas as pd
 
 from launchprobe.errors import BadTraceError, NoDataError
 from launchprobe.timeline import API_CALL_COLUMNS, GPU_OP_COLUMNS, RANGE_COLUMNS, Timeline, api_category
 
-GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-API_CATS = ("cuda_runtime", "cuda_driver")
+# Kineto's ``cat`` spellings, matched case-insensitively. PyTorch >= 1.9 writes libkineto's ActivityType names
+# (kernel, gpu_memcpy, gpu_memset, cuda_runtime, cuda_driver, user_annotation, gpu_user_annotation, cpu_op,
+# python_function, cuda_sync, ...); PyTorch 1.8's first Kineto traces wrote Kernel, Memcpy, Memset, Runtime,
+# Driver and Operator. ROCm builds write the same names (roctracer activities map onto the CUDA ones).
+GPU_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
+API_CATS = ("cuda_runtime", "cuda_driver", "runtime", "driver")
 RANGE_CATS = ("user_annotation",)
+# Known and deliberately not read: host operators and Python frames (not GPU work, not launches),
+# gpu_user_annotation (the GPU-timeline copy of a user annotation, on the device's pid: windows come from the host
+# range), cuda_sync (sync records on the GPU timeline: waiting, not work).
+IGNORED_CATS = ("cpu_op", "operator", "python_function", "python", "gpu_user_annotation", "cuda_sync", "trace")
 THOUSAND = Decimal(1000)
+TIME_LIMIT_NS = 1 << 62  # |time| above this (~146 years in ns) is not a clock reading; keeps differences in int64
+MAX_US_DIGITS = 18  # a time of 1e18 us or more is out of range whatever its form
 
 
 def us_to_ns(value: Any) -> int:
@@ -33,18 +51,29 @@ def us_to_ns(value: Any) -> int:
     if isinstance(value, int):
         return value * 1000
     if isinstance(value, str):
-        return int((Decimal(value) * THOUSAND).to_integral_value(ROUND_HALF_EVEN))
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            raise ValueError(f"not a time: {value[:40]!r}") from None
+        if not number.is_finite():
+            raise ValueError(f"not a finite time: {value[:40]!r}")
+        if number and number.adjusted() >= MAX_US_DIGITS:  # never materialise 10**huge
+            raise ValueError(f"time out of range: {value[:40]!r}")
+        return int((number * THOUSAND).to_integral_value(ROUND_HALF_EVEN))
     if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"not a finite time: {value!r}")
         return round(value * 1000)
-    raise TypeError(f"not a time: {value!r}")
+    raise TypeError(f"not a time: {str(value)[:40]}")
 
 
 def _as_int(value: Any, default: int) -> int:
+    """An id as an int: ints as they are, decimal text (and PyTorch 1.8's ``"stream 7"`` thread names) parsed."""
     if isinstance(value, int):
         return value
     if isinstance(value, str):
         try:
-            return int(value)
+            return int(value[7:] if value.startswith("stream ") else value)
         except ValueError:
             return default
     return default
@@ -108,19 +137,49 @@ def _load_json(path: Path) -> _Trace | list[Any] | Any:
     """The trace as a _Trace when it has the usual shape, else as generic JSON (dicts and lists)."""
     try:
         raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
+    except OSError as exc:
+        raise BadTraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
             raw = gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise BadTraceError(f"{path}: truncated or corrupt gzip file ({exc})") from None
+        except (OSError, EOFError, zlib.error) as exc:  # at any point of the stream, not only the header
+            raise BadTraceError(f"{path}: truncated or corrupt gzip file ({exc})") from None
     if raw[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark, which json.loads also accepts
         raw = raw[3:]
     try:
-        try:
-            return _TYPED.decode(raw)
-        except msgspec.ValidationError:  # valid JSON of another shape (a bare event list, odd events): decode as is
-            return _ANY.decode(raw)
+        return _decode(raw)
     except msgspec.DecodeError as exc:
+        if "UTF-8" in str(exc):  # bytes that are not UTF-8 (in a name, say): read them as U+FFFD
+            try:
+                return _decode(raw.decode("utf-8", "replace").encode("utf-8"))
+            except msgspec.DecodeError as again:
+                exc = again
+            except RecursionError:
+                raise BadTraceError(f"{path}: JSON nested too deeply to be a trace") from None
+        loose = _loose_json(raw)  # NaN / Infinity, which Python's json writes and strict JSON forbids
+        if loose is not None:
+            return loose
         raise BadTraceError(f"{path}: truncated or invalid JSON ({exc})") from None
+    except RecursionError:
+        raise BadTraceError(f"{path}: JSON nested too deeply to be a trace") from None
+
+
+def _decode(raw: bytes) -> _Trace | Any:
+    try:
+        return _TYPED.decode(raw)
+    except msgspec.ValidationError:  # valid JSON of another shape (a bare event list, odd events): decode as is
+        return _ANY.decode(raw)
+
+
+def _loose_json(raw: bytes) -> Any:
+    """JSON with the non-standard constants NaN, Infinity and -Infinity (kept as their text, like floats), decoded
+    by Python's json; None when that fails too or the text has no such constant."""
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8", "replace"), parse_float=str, parse_constant=str)
+    except (ValueError, RecursionError):
+        return None
 
 
 def read_kineto(path: Path) -> Timeline:
@@ -140,7 +199,7 @@ def read_kineto(path: Path) -> Timeline:
             raise BadTraceError(f"{path}: JSON, but not a Kineto/chrome trace (no traceEvents list)")
         try:
             ops, apis, ranges = _split(events)
-        except (TypeError, ValueError, InvalidOperation) as exc:
+        except (TypeError, ValueError, ArithmeticError) as exc:  # InvalidOperation, OverflowError
             raise BadTraceError(f"{path}: malformed trace event ({exc})") from None
     finally:
         if was_enabled:
@@ -167,7 +226,8 @@ def read_kineto(path: Path) -> Timeline:
         header = data if isinstance(data, dict) else {}
     if "schemaVersion" in header:
         meta["schema_version"] = header["schemaVersion"]
-    for prop in header.get("deviceProperties") or []:
+    props = header.get("deviceProperties")
+    for prop in props if isinstance(props, list) else []:
         if isinstance(prop, dict) and isinstance(prop.get("id"), int) and prop.get("name"):
             meta["gpus"][prop["id"]] = str(prop["name"])
     dist = header.get("distributedInfo")
@@ -175,17 +235,32 @@ def read_kineto(path: Path) -> Timeline:
         meta["rank"] = dist.get("rank")
         meta["world_size"] = dist.get("world_size")
     return Timeline(
-        gpu_ops=_frame(ops, GPU_OP_COLUMNS),
-        api_calls=_frame(apis, API_CALL_COLUMNS),
-        ranges=_frame(ranges, RANGE_COLUMNS),
+        gpu_ops=_frame(path, ops, GPU_OP_COLUMNS, "a GPU op"),
+        api_calls=_frame(path, apis, API_CALL_COLUMNS, "an API call"),
+        ranges=_frame(path, ranges, RANGE_COLUMNS, "a range"),
         metrics=None,
         meta=meta,
     )
 
 
-def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
-    """Column lists -> a frame with exactly ``dtypes``' columns, in order and dtype."""
-    return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
+def _frame(path: Path, columns: dict[str, list[Any]], dtypes: dict[str, str], what: str) -> pd.DataFrame:
+    """Column lists -> a frame with exactly ``dtypes``' columns, in order and dtype. An integer that does not fit
+    int64, or a time beyond TIME_LIMIT_NS, is a BadTraceError naming the column."""
+    data: dict[str, Any] = {}
+    for name, dtype in dtypes.items():
+        values = columns[name]
+        if dtype == "int64":
+            try:
+                array = np.array(values, dtype=np.int64)
+            except (OverflowError, TypeError, ValueError):
+                raise BadTraceError(f"{path}: {what} {name} value out of range (not a 64-bit integer)") from None
+            is_time = name in ("start_ns", "end_ns")
+            if is_time and len(array) and max(-int(array.min()), int(array.max())) > TIME_LIMIT_NS:
+                raise BadTraceError(f"{path}: {what} time out of range ({name} beyond {TIME_LIMIT_NS} ns)")
+            data[name] = pd.Series(array, dtype=dtype)
+        else:
+            data[name] = pd.Series(values, dtype=dtype)
+    return pd.DataFrame(data)
 
 
 def _ns_column(values: list[Any]) -> list[int]:

@@ -35,28 +35,52 @@ def sqlite_path_for(report: Path) -> Path:
 
 
 def export_sqlite(
-    report: Path, *, nsys: str | None = None, force: bool = False, output: Path | None = None
+    report: Path, *, nsys: str | None = None, force: bool = False, output: Path | None = None, atomic: bool = False
 ) -> tuple[Path, bool]:
     """Export ``report`` next to it; return the SQLite path and whether an existing up-to-date export was reused.
 
-    An export newer than the report is reused; an older one is replaced only with ``force``.
+    An export newer than the report is reused; an older one is replaced only with ``force``. With ``atomic``,
+    nsys writes to a temporary name in the same folder (``NAME.sqlite.partial-PID.sqlite``) that is renamed
+    over ``NAME.sqlite`` only once the export succeeded, so an interrupted or failed export never leaves a
+    half-written file under the name the next run would reuse.
     """
     out = output or sqlite_path_for(report)
+    if out.is_dir():
+        raise UsageError(f"{out} is a folder; the SQLite export of {report} goes there: move or rename the folder")
     if out.exists():
-        if not force and out.stat().st_mtime >= report.stat().st_mtime:
+        try:
+            fresh = out.stat().st_mtime >= report.stat().st_mtime
+        except OSError as exc:
+            raise UsageError(f"{report}: cannot read: {exc.strerror}") from None
+        if not force and fresh:
             return out, True
         if not force:
             raise UsageError(f"{out} exists and is older than {report}; pass --force to export over it")
     binary = find_nsys(nsys)
-    if out.exists():
-        out.unlink()
-    command = [binary, "export", "--type", "sqlite", "--output", str(out), str(report)]
+    target = out.with_name(f"{out.name}.partial-{os.getpid()}.sqlite") if atomic else out
     try:
-        done = subprocess.run(command, capture_output=True, text=True, errors="replace", check=False)
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        if not atomic and out.exists():
+            out.unlink()
     except OSError as exc:
-        raise MissingToolError(f"cannot run {binary}: {exc.strerror}") from None
-    if done.returncode != 0 or not out.exists():
-        lines = [line for line in (done.stderr or done.stdout or "").splitlines() if line.strip()]
-        detail = lines[-1].strip() if lines else "no message"
-        raise BadTraceError(f"{report}: nsys export failed (exit {done.returncode}): {detail}")
+        raise UsageError(f"cannot replace {target}: {exc.strerror}") from None
+    command = [binary, "export", "--type", "sqlite", "--output", str(target), str(report)]
+    try:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, errors="replace", check=False)
+        except OSError as exc:
+            raise MissingToolError(f"cannot run {binary}: {exc.strerror}") from None
+        if done.returncode != 0 or not target.is_file():
+            lines = [line for line in (done.stderr or done.stdout or "").splitlines() if line.strip()]
+            detail = lines[-1].strip() if lines else "no message"
+            raise BadTraceError(f"{report}: nsys export failed (exit {done.returncode}): {detail}")
+        if atomic:
+            try:
+                os.replace(target, out)
+            except OSError as exc:
+                raise UsageError(f"cannot move the export {target} to {out}: {exc.strerror}") from None
+    finally:
+        if atomic:
+            target.unlink(missing_ok=True)  # interrupted (Ctrl-C) or failed: the partial export goes
     return out, False

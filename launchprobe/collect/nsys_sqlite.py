@@ -15,13 +15,14 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from launchprobe.collect.sqlite_pages import read_int_columns
-from launchprobe.errors import BadTraceError, NoDataError
+from launchprobe.errors import BadTraceError, NoDataError, UsageError
 from launchprobe.timeline import (
     API_CALL_COLUMNS,
     GPU_OP_COLUMNS,
@@ -37,12 +38,14 @@ KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+DRIVER_TABLE = "CUPTI_ACTIVITY_KIND_DRIVER"
 GRAPH_TRACE_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NVTX_TABLE = "NVTX_EVENTS"
 NVTX_PUSH_POP = 59
 NVTX_START_END = 60
 NVTX_DOMAIN_CREATE = 75
 CHUNK_ROWS = 1_000_000
+TIME_LIMIT_NS = 1 << 62
 
 # CUPTI memcpy kinds, used when the export has no ENUM_CUDA_MEMCPY_OPER table.
 MEMCPY_KINDS = {
@@ -55,16 +58,52 @@ Ints = npt.NDArray[np.int64]
 
 
 def read_nsys_sqlite(path: Path, *, with_metrics: bool = True) -> Timeline:
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder, not an nsys SQLite export")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise BadTraceError(f"{path}: cannot open as SQLite ({exc})") from None
+        raise BadTraceError(f"{path}: cannot open as SQLite ({_one_line(exc)})") from None
     try:
-        return _read(conn, path, with_metrics)
+        try:
+            return _read(conn, path, with_metrics)
+        except (sqlite3.OperationalError, UnicodeDecodeError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "decode" not in str(exc):
+                raise
+            # Text that is not UTF-8 (in the schema, a name, a metadata value): read it with U+FFFD instead.
+            conn.text_factory = _replace_invalid_utf8
+            return _read(conn, path, with_metrics)
     except sqlite3.DatabaseError as exc:
-        raise BadTraceError(f"{path}: corrupt or truncated SQLite file ({exc})") from None
+        raise BadTraceError(f"{path}: corrupt or truncated SQLite file ({_one_line(exc)})") from None
+    except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema that is not UTF-8
+        raise BadTraceError(f"{path}: corrupt SQLite file (a damaged schema that is not UTF-8)") from None
+    except MemoryError:
+        raise BadTraceError(f"{path}: corrupt SQLite file (a table claims more rows than fit in memory)") from None
     finally:
         conn.close()
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """SQLite's message on one line (a malformed schema is quoted with its newlines), at most ``limit`` chars."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _replace_invalid_utf8(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _text(value: Any) -> str:
+    """A value SQLite returned where text belongs, as text (a blob is decoded, invalid UTF-8 replaced)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 def _read(conn: sqlite3.Connection, path: Path, with_metrics: bool) -> Timeline:
@@ -73,7 +112,7 @@ def _read(conn: sqlite3.Connection, path: Path, with_metrics: bool) -> Timeline:
         raise BadTraceError(f"{path}: an SQLite file, but not an nsys export (no StringIds or CUPTI tables)")
     meta = _meta(conn, tables)
     meta.update(format="nsys-sqlite", path=str(path))
-    strings = _strings(conn) if "StringIds" in tables else {}
+    strings = _strings(conn, path) if "StringIds" in tables else {}
     ops = _gpu_ops(conn, path, tables, strings)
     if ops is None:
         hint = ""
@@ -92,11 +131,11 @@ def _read(conn: sqlite3.Connection, path: Path, with_metrics: bool) -> Timeline:
             "so gaps inside them are not seen; profile with --cuda-graph-trace=node"
         )
     meta["notices"] = notices
-    metrics = _metrics(conn, tables) if with_metrics else None
+    metrics = _metrics(conn, path, tables) if with_metrics else None
     return Timeline(
         gpu_ops=ops,
         api_calls=_runtime(conn, path, tables, strings),
-        ranges=_nvtx(conn, tables, strings),
+        ranges=_nvtx(conn, path, tables, strings),
         metrics=metrics,
         meta=meta,
     )
@@ -111,6 +150,63 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+
+
+# Columns without which a table cannot be read (a missing one used to read as zeros).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    KERNEL_TABLE: ("start", "end", "deviceId", "streamId"),
+    MEMCPY_TABLE: ("start", "end", "deviceId", "streamId"),
+    MEMSET_TABLE: ("start", "end", "deviceId", "streamId"),
+    RUNTIME_TABLE: ("start", "end", "nameId"),
+    DRIVER_TABLE: ("start", "end", "nameId"),
+    NVTX_TABLE: ("start", "end", "eventType"),
+    "StringIds": ("id", "value"),
+    "GPU_METRICS": ("timestamp", "metricId", "value"),
+    "TARGET_INFO_GPU_METRICS": ("metricId", "metricName"),
+}
+KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName", "name")
+
+
+def _require(conn: sqlite3.Connection, path: Path, table: str) -> set[str]:
+    """The table's columns; BadTraceError naming the first required one it lacks."""
+    cols = _columns(conn, table)
+    for col in REQUIRED_COLUMNS.get(table, ()):
+        if col not in cols:
+            raise BadTraceError(
+                f"{path}: table {table} has no column {col!r} (not an nsys export this version reads, or modified)"
+            )
+    if table == KERNEL_TABLE and not any(c in cols for c in KERNEL_NAME_COLUMNS):
+        raise BadTraceError(f"{path}: table {table} has no kernel name column ({', '.join(KERNEL_NAME_COLUMNS)})")
+    return cols
+
+
+def _check_integers(
+    conn: sqlite3.Connection, path: Path, table: str, columns: Sequence[str], *, real_ok: Sequence[str] = ()
+) -> None:
+    """BadTraceError when a value of one of ``columns`` is text or a blob (or a float, unless ``real_ok``):
+    SQL would turn it into a wrong number or misalign the columns."""
+    if not columns:
+        return
+    allowed = {col: ("integer", "null", "real") if col in real_ok else ("integer", "null") for col in columns}
+    tests = " OR ".join(
+        f'typeof("{col}") NOT IN ({", ".join(repr(t) for t in kinds)})' for col, kinds in allowed.items()
+    )
+    types = ", ".join(f'typeof("{col}")' for col in columns)
+    bad = conn.execute(f'SELECT rowid, {types} FROM "{table}" WHERE {tests} LIMIT 1').fetchone()  # one scan
+    if bad is None:
+        return
+    for col, kind in zip(columns, bad[1:]):
+        if kind not in allowed[col]:
+            raise BadTraceError(
+                f"{path}: table {table}, column {col}: a {kind} value where a number belongs (row {bad[0]})"
+            )
+
+
+def _check_times(path: Path, table: str, *times: npt.NDArray[np.int64]) -> None:
+    """Times beyond TIME_LIMIT_NS are no clock reading (and would overflow differences in analyses)."""
+    for t in times:
+        if len(t) and (int(t.max()) > TIME_LIMIT_NS or int(t.min()) < -TIME_LIMIT_NS):
+            raise BadTraceError(f"{path}: table {table}: a time out of range (beyond {TIME_LIMIT_NS} ns)")
 
 
 def _has_rows(conn: sqlite3.Connection, tables: set[str], table: str) -> bool:
@@ -140,33 +236,39 @@ def _read_ints(
     return [np.concatenate(p) if p else np.zeros(0, dtype=dtype) for p in parts]
 
 
-def _strings(conn: sqlite3.Connection) -> dict[int, str]:
-    return dict(conn.execute("SELECT id, value FROM StringIds"))
+def _strings(conn: sqlite3.Connection, path: Path) -> dict[int, str]:
+    _require(conn, path, "StringIds")
+    strings = dict(conn.execute("SELECT id, value FROM StringIds"))
+    if not all(type(v) is str for v in strings.values()):  # a blob or number where text belongs
+        strings = {k: _text(v) for k, v in strings.items()}
+    return strings
 
 
 def _meta(conn: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
+    """Versions, graph-trace mode, GPU names; metadata a file lacks (or holds in odd types) is left out."""
     meta: dict[str, Any] = {"tool": "nsys"}
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if table in tables:
-            rows = dict(conn.execute(f'SELECT name, value FROM "{table}"'))
-            meta["tool_version"] = rows.get("EXPORT_PRODUCT_VERSION")
-            meta["schema_version"] = rows.get("EXPORT_SCHEMA_VERSION")
+        if table in tables and {"name", "value"} <= _columns(conn, table):
+            rows = {_text(k): v for k, v in conn.execute(f'SELECT name, value FROM "{table}"')}
+            for key, field in (("EXPORT_PRODUCT_VERSION", "tool_version"), ("EXPORT_SCHEMA_VERSION", "schema_version")):
+                value = rows.get(key)
+                meta[field] = None if value is None else _text(value)
             meta["metadata_table"] = table
             break
-    if "META_DATA_CAPTURE" in tables:
+    if "META_DATA_CAPTURE" in tables and {"name", "value"} <= _columns(conn, "META_DATA_CAPTURE"):
         capture = conn.execute(
             "SELECT value FROM META_DATA_CAPTURE WHERE name = 'CUDA_GRAPH_TRACE_OPTIONS:MODE'"
         ).fetchone()
-        if capture:
-            meta["cuda_graph_trace"] = capture[0]
+        if capture and capture[0] is not None:
+            meta["cuda_graph_trace"] = _text(capture[0])
     gpus: dict[int, str] = {}
     if "TARGET_INFO_GPU" in tables:
         cols = _columns(conn, "TARGET_INFO_GPU")
-        key = "cuDevice" if "cuDevice" in cols else "id"
-        if "name" in cols:
-            for dev, name in conn.execute(f"SELECT {key}, name FROM TARGET_INFO_GPU"):
-                if dev is not None and name:
-                    gpus.setdefault(int(dev), str(name))
+        dev_col = next((c for c in ("cuDevice", "id") if c in cols), None)
+        if dev_col is not None and "name" in cols:
+            for dev, name in conn.execute(f'SELECT "{dev_col}", name FROM TARGET_INFO_GPU'):
+                if isinstance(dev, int) and name:
+                    gpus.setdefault(dev, _text(name))
     meta["gpus"] = gpus
     return meta
 
@@ -183,7 +285,7 @@ def _fill_block(
 ) -> None:
     """``out[i]`` = column ``spec[i][0]`` of ``table`` in rowid order, NULL (or a column the table lacks) as
     ``spec[i][1]``. ``out`` may be a column slice of a larger block."""
-    cols = _columns(conn, table)
+    cols = _require(conn, path, table)
     names = [name if name in cols else None for name, _ in spec]
     fills = [fill for _, fill in spec]
     for i, name in enumerate(names):
@@ -194,6 +296,7 @@ def _fill_block(
         return
     if read_int_columns(conn, path, table, names, fills, out):
         return
+    _check_integers(conn, path, table, [n for n in names if n is not None])
     exprs = [f'coalesce("{names[i]}", {fills[i]})' for i in wanted]
     done = 0
     for chunk in _sql_chunks(conn, table, exprs):
@@ -282,7 +385,7 @@ def _op_spec(conn: sqlite3.Connection, table: str) -> list[tuple[str | None, int
     extra: str | None = None
     if table == KERNEL_TABLE:
         cols = _columns(conn, table)
-        extra = next((c for c in ("shortName", "demangledName", "mangledName", "name") if c in cols), None)
+        extra = next((c for c in KERNEL_NAME_COLUMNS if c in cols), None)
     else:
         size, extra = "bytes", "copyKind" if table == MEMCPY_TABLE else None
     return [
@@ -329,6 +432,7 @@ def _gpu_ops(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
     _split_global_id(ints, OP_INT_COLUMNS.index("pid"))
     start, end = ints[OP_INT_COLUMNS.index("start_ns")], ints[OP_INT_COLUMNS.index("end_ns")]
     np.maximum(end, start, out=end)
+    _check_times(path, "CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET", start, end)
     return _frame(
         ints,
         OP_INT_COLUMNS,
@@ -342,12 +446,16 @@ def _gpu_ops(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
 def _memcpy_kind_names(conn: sqlite3.Connection, tables: set[str]) -> dict[int, str]:
     kinds = dict(MEMCPY_KINDS)
     if "ENUM_CUDA_MEMCPY_OPER" in tables and "name" in _columns(conn, "ENUM_CUDA_MEMCPY_OPER"):
+        if "id" not in _columns(conn, "ENUM_CUDA_MEMCPY_OPER"):
+            return kinds
         for key, name in conn.execute("SELECT id, name FROM ENUM_CUDA_MEMCPY_OPER"):
+            if not isinstance(key, int):
+                continue
             # e.g. CUDA_MEMCPY_KIND_HTOD -> HtoD
-            short = str(name).rsplit("_", 1)[-1]
+            short = _text(name).rsplit("_", 1)[-1]
             if len(short) == 4 and short[1:3].lower() == "to":
                 short = short[0] + "to" + short[3]
-            kinds[int(key)] = short
+            kinds[key] = short
     return kinds
 
 
@@ -360,7 +468,7 @@ API_SPEC: list[tuple[str | None, int]] = [
 
 
 def _runtime(conn: sqlite3.Connection, path: Path, tables: set[str], strings: dict[int, str]) -> pd.DataFrame:
-    sources = [t for t in (RUNTIME_TABLE, "CUPTI_ACTIVITY_KIND_DRIVER") if t in tables]
+    sources = [t for t in (RUNTIME_TABLE, DRIVER_TABLE) if t in tables]
     counts = [_count(conn, tables, t) for t in sources]
     total = sum(counts)
     if not total:
@@ -373,6 +481,7 @@ def _runtime(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
     ints = block[: len(API_INT_COLUMNS)]
     _split_global_id(ints, 2, 3)
     np.maximum(ints[1], ints[0], out=ints[1])
+    _check_times(path, " / ".join(sources), ints[0], ints[1])
     codes, names = _codes_of(block[-1], lambda u: [strings.get(int(i), f"api#{int(i)}") for i in u])
     cat_names = [api_category(n) for n in names]
     cat_unique = sorted(set(cat_names))
@@ -385,12 +494,11 @@ def _runtime(conn: sqlite3.Connection, path: Path, tables: set[str], strings: di
     )
 
 
-def _nvtx(conn: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -> pd.DataFrame:
-    if NVTX_TABLE not in tables:
+def _nvtx(conn: sqlite3.Connection, path: Path, tables: set[str], strings: dict[int, str]) -> pd.DataFrame:
+    if not _has_rows(conn, tables, NVTX_TABLE):
         return empty_frame(RANGE_COLUMNS)
-    cols = _columns(conn, NVTX_TABLE)
-    if not {"start", "end", "eventType"} <= cols:
-        return empty_frame(RANGE_COLUMNS)
+    cols = _require(conn, path, NVTX_TABLE)
+    _check_integers(conn, path, NVTX_TABLE, [c for c in ("start", "end", "eventType", "globalTid") if c in cols])
     text = "text" if "text" in cols else "NULL"
     text_id = "textId" if "textId" in cols else "NULL"
     domain = "coalesce(domainId, 0)" if "domainId" in cols else "0"
@@ -400,8 +508,8 @@ def _nvtx(conn: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -
         for dom, name in conn.execute(
             f"SELECT domainId, {text} FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE}"
         ):
-            if dom is not None and name:
-                domains[int(dom)] = str(name)
+            if isinstance(dom, int) and name:
+                domains[dom] = _text(name)
     rows = conn.execute(
         f"SELECT start, end, {tid}, {domain}, {text}, {text_id} FROM NVTX_EVENTS "
         f"WHERE eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END}) AND end IS NOT NULL AND end >= start"
@@ -411,7 +519,8 @@ def _nvtx(conn: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -
     start, end, gtid, dom, txt, tids = zip(*rows, strict=True)
     gtid_arr = np.array(gtid, dtype=np.int64)
     names = [
-        t if t is not None else strings.get(i, "") if i is not None else "" for t, i in zip(txt, tids, strict=True)
+        t if type(t) is str else _text(t) if t is not None else strings.get(i, "") if type(i) is int else ""
+        for t, i in zip(txt, tids, strict=True)
     ]
     frame = pd.DataFrame(
         {
@@ -424,32 +533,39 @@ def _nvtx(conn: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -
             "depth": -1,
         }
     )
+    _check_times(path, NVTX_TABLE, frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy())
     return conform(frame, RANGE_COLUMNS)
 
 
 # --- GPU metrics ------------------------------------------------------------------------------------------------
 
 
-def _metrics(conn: sqlite3.Connection, tables: set[str]) -> pd.DataFrame | None:
+def _metrics(conn: sqlite3.Connection, path: Path, tables: set[str]) -> pd.DataFrame | None:
     """Samples of the metrics the verdict uses; the device is ``typeId & 0xFF`` (nsys's GPU index)."""
-    if "GPU_METRICS" not in tables or "TARGET_INFO_GPU_METRICS" not in tables:
+    if not _has_rows(conn, tables, "GPU_METRICS") or not _has_rows(conn, tables, "TARGET_INFO_GPU_METRICS"):
         return None
-    info_cols = _columns(conn, "TARGET_INFO_GPU_METRICS")
-    if not {"metricId", "metricName"} <= info_cols:
-        return None
+    _require(conn, path, "TARGET_INFO_GPU_METRICS")
     names: dict[int, str] = {}
     for metric_id, name in conn.execute("SELECT DISTINCT metricId, metricName FROM TARGET_INFO_GPU_METRICS"):
-        if name and any(k in name for k in METRIC_KEYWORDS):
-            names[int(metric_id)] = str(name)
+        if isinstance(metric_id, int) and isinstance(name, str) and any(k in name for k in METRIC_KEYWORDS):
+            names[metric_id] = name
     if not names:
         return None
-    cols = _columns(conn, "GPU_METRICS")
-    device = "(typeId & 255)" if "typeId" in cols else "0"
-    where = f"metricId IN ({', '.join(str(i) for i in names)})"
+    cols = _require(conn, path, "GPU_METRICS")
+    _check_integers(
+        conn,
+        path,
+        "GPU_METRICS",
+        [c for c in ("timestamp", "metricId", "typeId", "value") if c in cols],
+        real_ok=["value"],
+    )
+    device = "(coalesce(typeId, 0) & 255)" if "typeId" in cols else "0"
+    where = f"timestamp IS NOT NULL AND metricId IN ({', '.join(str(i) for i in names)})"
     ts, dev, mid = _read_ints(conn, "GPU_METRICS", ["timestamp", device, "metricId"], where)
     (value,) = _read_ints(conn, "GPU_METRICS", ["coalesce(value, 0)"], where, dtype=np.float64)
     if not len(ts):
         return None
+    _check_times(path, "GPU_METRICS", ts)
     uniq, codes = np.unique(mid, return_inverse=True)
     frame = pd.DataFrame(
         {

@@ -48,7 +48,7 @@ def read_int_columns(
     """
     try:
         _read(conn, path, table, columns, fills, out)
-    except (Unsupported, OSError, IndexError, ValueError):
+    except (Unsupported, OSError, IndexError, ValueError, OverflowError, MemoryError):
         return False
     return True
 
@@ -68,8 +68,12 @@ def _read(
             raise Unsupported("WAL mode")  # the newest pages may be in the -wal file
         page_size = int.from_bytes(header[16:18], "big")
         page_size = 65536 if page_size == 1 else page_size
+        if page_size < 512 or page_size & (page_size - 1):
+            raise Unsupported("not a valid page size")
         usable = page_size - header[20]
-        leaves = _leaves(fd, root, page_size)
+        if usable < 480:
+            raise Unsupported("too little usable space per page")
+        leaves = _leaves(fd, root, page_size, os.fstat(fd).st_size // page_size)
         done = 0
         for first in range(0, len(leaves), CHUNK_PAGES):
             pages = _read_pages(fd, leaves[first : first + CHUNK_PAGES], page_size)
@@ -91,12 +95,17 @@ def _schema(conn: sqlite3.Connection, table: str, columns: Sequence[str | None])
     return int(row[0]), {int(info[c][0]): i for i, c in enumerate(columns) if c is not None}
 
 
-def _leaves(fd: int, root: int, page_size: int) -> list[int]:
-    """Leaf page numbers of the table b-tree under ``root``, in key (rowid) order."""
+def _leaves(fd: int, root: int, page_size: int, pages: int) -> list[int]:
+    """Leaf page numbers of the table b-tree under ``root``, in key (rowid) order. A child pointer outside the
+    file's ``pages``, or a page reached twice (a cycle in a corrupt tree), declines."""
     leaves: list[int] = []
     stack = [root]
+    seen: set[int] = set()
     while stack:
         pgno = stack.pop()
+        if not 1 <= pgno <= pages or pgno in seen:
+            raise Unsupported(f"page {pgno} is outside the file or reached twice")
+        seen.add(pgno)
         page = os.pread(fd, page_size, (pgno - 1) * page_size)
         at = 100 if pgno == 1 else 0
         kind = page[at] if len(page) > at else -1
@@ -169,6 +178,8 @@ def _decode(
     if np.any(buf[base] != LEAF_TABLE):
         raise Unsupported("not a leaf page")
     ncells = (buf[base + 3].astype(np.int64) << 8) | buf[base + 4]
+    if np.any(8 + 2 * ncells > page_size):
+        raise Unsupported("more cells than fit a page")
     n = int(ncells.sum())
     if not n:
         return 0

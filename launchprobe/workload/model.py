@@ -134,8 +134,6 @@ class DecodeModel:
     ``kernel_settings`` are the switches of the ops it gets from ``get_ops`` (PDL, GEMV load hint; defaults if None).
     """
 
-    cpu_memory_budget = staticmethod(cpu_memory_budget)  # reachable where only DecodeModel is imported
-
     def __init__(
         self,
         shape: Shape,
