@@ -1,6 +1,6 @@
 """The HBM read ceiling timed two ways, interleaved in one process: with the host's launch of ``x.sum()`` inside
 the timed region (the start event recorded first, as classify did before), and with an untimed lead-in sum
-queued ahead so the start event fires with the timed sum already waiting (``measure/ceilings._time_once``).
+queued ahead so the start event fires with the timed sum already waiting (``measure/timing.time_call``).
 
     python benchmarks/bench_ceiling_timing.py [--rounds 5]
 """
@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from launchprobe.measure.ceilings import _time_once  # noqa: E402
+from launchprobe.measure.timing import time_call  # noqa: E402
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
             for i in range(20):
                 x = xs[i % 4]
                 lead = xs[(i - 1) % 4].sum if label.startswith("lead") else None
-                rates.append(x.numel() * 2 / _time_once("cuda", x.sum, lead_in=lead))
+                rates.append(x.numel() * 2 / time_call("cuda", x.sum, lead_in=lead))
             results[label].append(statistics.median(rates) / 1e12)
     for label, values in results.items():
         print(f"{label:<20} median of 20, per round: {', '.join(f'{v:.3f}' for v in values)} TB/s")

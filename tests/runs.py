@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from launchprobe.analysis.verdict import RULE
 from launchprobe.run.schema import (
     AnalyzeConfigRecord,
     AnalyzeRun,
@@ -243,6 +244,7 @@ def classify_run(
             details={},
         ),  # fmt: skip
         memory=Memory(weight_bytes=WEIGHT_BYTES, distinct_layers=32, kv_cache_bytes=64 * KV_BYTES_PER_SEQ),
+        rule=RULE,
     )
     for seed, (mode, batch) in enumerate((m, b) for m in modes for b in batches):
         record = cost_fields(mode, batch)

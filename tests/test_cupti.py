@@ -67,3 +67,15 @@ def test_activity_summary_per_step_and_none_without_cupti(monkeypatch: pytest.Mo
     assert summary.busy_ms_per_step == pytest.approx(90 / 1e6)
     fake_profiler(monkeypatch, [FakeEvent("cpu op", 0, 10, cuda=False)])
     assert cupti.profile_gpu_activity(lambda: None, steps=2) is None  # CUPTI held elsewhere: not zeros
+
+
+def test_cupti_pass_is_a_timeline_read_like_a_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass's GPU ops land in the trace readers' Timeline columns, and busy comes from the same window code."""
+    events = [FakeEvent("k", 0, 100), FakeEvent("Memcpy DtoH (Device -> Pageable)", 150, 20), FakeEvent("k", 120, 10)]
+    fake_profiler(monkeypatch, events)
+    summary = cupti.profile_gpu_activity(lambda: None, steps=1)
+    assert summary is not None
+    ops = summary.timeline.gpu_ops
+    assert list(ops["kind"]) == ["kernel", "kernel", "memcpy"] and list(ops["start_ns"]) == [0, 120, 150]
+    assert str(ops["start_ns"].dtype) == "int64" and set(ops["device"]) == {0}
+    assert (summary.kernels, summary.busy_ns, summary.span_ns) == (3, 130, 170)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from launchprobe.errors import UsageError
+from launchprobe.measure.timing import time_call
 
 # Vendor datasheet figures: HBM bandwidth (bytes/s) and dense bf16/fp16 tensor rate (FLOP/s, no sparsity).
 DATASHEET: dict[str, tuple[float, float, str]] = {
@@ -165,7 +166,7 @@ def measure_hbm_read(device: str, *, buffer_bytes: int, buffers: int = 4, repeat
     rates = []
     for i in range(repeats):
         x = xs[i % buffers]
-        seconds = _time_once(device, x.sum, lead_in=xs[(i - 1) % buffers].sum)
+        seconds = time_call(device, x.sum, lead_in=xs[(i - 1) % buffers].sum)
         rates.append(x.numel() * x.element_size() / seconds)
     return float(statistics.median(rates))
 
@@ -184,7 +185,7 @@ def measure_matmul(device: str, dtype: str, *, size: int, repeats: int = 10) -> 
         torch.mm(a, b, out=c)
 
     mm()
-    times = [_time_once(device, mm, lead_in=mm) for _ in range(repeats)]
+    times = [time_call(device, mm, lead_in=mm) for _ in range(repeats)]
     return 2 * size**3 / statistics.median(times)
 
 
@@ -220,7 +221,7 @@ def measure_graph_node_ns(*, nodes: int = 800, replays: int = 20) -> float:
         for _ in range(nodes):
             x.add_(1)
     graph.replay()
-    times = [_time_once("cuda", graph.replay, lead_in=graph.replay) for _ in range(replays)]
+    times = [time_call("cuda", graph.replay, lead_in=graph.replay) for _ in range(replays)]
     return statistics.median(times) * 1e9 / nodes
 
 
@@ -229,31 +230,6 @@ def _sync(device: str) -> None:
         import torch
 
         torch.cuda.synchronize()
-
-
-def _time_once(device: str, fn: Any, lead_in: Any = None) -> float:
-    """Seconds for one call: CUDA events on a GPU, the wall clock on CPU.
-
-    On a GPU, ``lead_in`` (GPU work of its own, at least as long as the host takes to launch ``fn``) runs first,
-    untimed, so that the start event fires when it ends, with ``fn``'s kernels already queued behind it. Without
-    it the host's launch of ``fn`` after the start event is timed as well, and a 2 GiB ``x.sum()`` takes only
-    0.5 ms: runs on a slow host (a bare launch 8.7-11 us instead of 6.3-7.6) measured the HBM ceiling at 3.90-3.94
-    TB/s instead of 4.14-4.21 (docs/performance.md).
-    """
-    if device.startswith("cuda"):
-        import torch
-
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if lead_in is not None:
-            lead_in()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end)) / 1e3
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def measure_ceilings(device: str, dtype: str, l2_bytes: int) -> Ceilings:

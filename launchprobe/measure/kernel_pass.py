@@ -99,7 +99,7 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     """
     import torch
 
-    from launchprobe.measure.ceilings import _time_once
+    from launchprobe.measure.timing import time_call
 
     x = torch.zeros(1, device="cuda")
     starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(nodes)]
@@ -134,8 +134,8 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     plain, marked = graph(False), graph(True)
     plain.replay()
     marked.replay()
-    t_plain = statistics.median(_time_once("cuda", plain.replay) for _ in range(10))
-    t_marked = statistics.median(_time_once("cuda", marked.replay) for _ in range(10))
+    t_plain = statistics.median(time_call("cuda", plain.replay) for _ in range(10))
+    t_marked = statistics.median(time_call("cuda", marked.replay) for _ in range(10))
     # Calibrate the pair against CUPTI on these tiny kernels (a known load, not the workload being measured).
     kernel_ns = [end - start for _, start, end in cuda_intervals(marked.replay)]
     pair = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e6

@@ -57,3 +57,28 @@ def warm_up(step: Callable[[], Any], steps: int, cuda: bool) -> None:
         import torch
 
         torch.cuda.synchronize()
+
+
+def time_call(device: str, fn: Any, lead_in: Any = None) -> float:
+    """Seconds for one call: CUDA events on a GPU, the wall clock on CPU.
+
+    On a GPU, ``lead_in`` (GPU work of its own, at least as long as the host takes to launch ``fn``) runs first,
+    untimed, so that the start event fires when it ends, with ``fn``'s kernels already queued behind it. Without
+    it the host's launch of ``fn`` after the start event is timed as well, and a 2 GiB ``x.sum()`` takes only
+    0.5 ms: runs on a slow host (a bare launch 8.7-11 us instead of 6.3-7.6) measured the HBM ceiling at 3.90-3.94
+    TB/s instead of 4.14-4.21 (docs/performance.md).
+    """
+    if device.startswith("cuda"):
+        import torch
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if lead_in is not None:
+            lead_in()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) / 1e3
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0

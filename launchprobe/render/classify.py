@@ -19,11 +19,6 @@ from launchprobe.run.schema import (
     ShapeRecord,
 )
 
-VERDICT_RULE = [
-    "launch-bound when the GPU is idle for >= 50% of the step;",
-    "else memory- or compute-bound by the larger of bytes / HBM ceiling and FLOPs / matmul ceiling.",
-]
-
 
 def build(run: ClassifyRun) -> Report:
     plan = run.is_plan
@@ -41,7 +36,7 @@ def build(run: ClassifyRun) -> Report:
     speedups = _speedups(run)
     if speedups is not None:
         report.blocks.append(speedups)
-    report.blocks.append(Lines("Verdict rule", [run.rule] if run.rule else VERDICT_RULE))
+    report.blocks.append(Lines("Verdict rule", [run.rule or "not recorded in this run file"]))
     reasons = [f"{r.key}: {r.verdict_reason}" for r in rows if r.verdict_reason]
     if reasons:
         report.blocks.append(Lines("Why each verdict", reasons))
