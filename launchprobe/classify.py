@@ -234,6 +234,92 @@ def add_measurement(
     result.capture_s, result.capture_bytes = capture
 
 
+BATCH_WHAT_IFS = 3  # doublings of the batch shown for a memory-bound step
+SMALL_OP_SHARE = 0.01  # layer ops moving under 1% of the layer's bytes count as the small ones (fusion)
+
+
+def add_what_ifs(result: ClassifyResult, config: ClassifyConfig, ceilings: Ceilings) -> None:
+    """What would help this measured step, ranked by predicted gain (launchprobe/analysis/predict.py)."""
+    from launchprobe.analysis import predict
+
+    if not config.cuda:  # the CPU path's step says nothing about a GPU's: predict nothing rather than guess
+        return
+    assert result.step_ms_median is not None
+    step_ns = result.step_ms_median * 1e6
+    busy_ns = None if result.gpu_busy_ms is None else result.gpu_busy_ms * 1e6
+    kernels = round(result.kernels_per_step) if result.kernels_per_step else result.kernels_expected
+    host_ns = None if result.host_ms_per_step is None else result.host_ms_per_step * 1e6
+    what_ifs = []
+    if result.mode in ("eager", "piecewise"):
+        graph = predict.graphs(
+            step_ns=step_ns,
+            busy_ns=busy_ns,
+            ops=kernels,
+            node_ns=ceilings.graph_node_ns,
+            launch_ns=ceilings.launch_host_ns,
+            node_source=f"classify's ceiling, {ceilings.source}",
+        )
+        what_ifs.append(graph)
+        if graph.predicted_step_ns is not None:
+            result.predicted_graph_step_ms = graph.predicted_step_ns / 1e6
+    if result.mode == "eager":
+        costs = costmodel.step_cost(config.shape, result.bucket, config.context, config.dtype)
+        layer = [c for c in costs.layer]
+        layer_bytes = sum(c.bytes for c in layer)
+        small = [c.name for c in layer if c.bytes < SMALL_OP_SHARE * layer_bytes]
+        if len(small) > 1:
+            what_ifs.append(
+                predict.fusion(
+                    step_ns=step_ns,
+                    busy_ns=busy_ns,
+                    host_ns=host_ns,
+                    launches=kernels,
+                    fused_away=(len(small) - 1) * config.shape.layers,
+                    label=f"the {len(small)} small kernels of each layer into one ({', '.join(small)})",
+                )
+            )
+        extra = kernels - costmodel.logical_ops_per_step(config.shape)
+        if extra > 0:
+            what_ifs.append(
+                predict.fusion(
+                    step_ns=step_ns,
+                    busy_ns=busy_ns,
+                    host_ns=host_ns,
+                    launches=kernels,
+                    fused_away=extra,
+                    label=f"the {extra} extra kernels per step into their ops (one kernel per op, e.g. no split-K "
+                    "reduce kernels)",
+                )
+            )
+    if result.verdict == "memory-bound" and result.memory_floor_ms is not None:
+        floors = []
+        for size in [result.batch * 2**i for i in range(1, BATCH_WHAT_IFS + 1)] + [1 << k for k in range(16)]:
+            cost = costmodel.step_cost(config.shape, size, config.context, config.dtype)
+            floors.append((size, cost.bytes / ceilings.hbm_read_bytes_per_s * 1e9,
+                           cost.flops / ceilings.matmul_flops_per_s * 1e9))  # fmt: skip
+        result.compute_bound_from_batch = predict.compute_bound_from(floors)
+        shown = [f for f in floors[:BATCH_WHAT_IFS]]
+        assert result.compute_floor_ms is not None
+        what_ifs += predict.batch(
+            batch_size=result.batch,
+            step_ns=step_ns,
+            memory_floor_ns=result.memory_floor_ms * 1e6,
+            compute_floor_ns=result.compute_floor_ms * 1e6,
+            floors_at=shown,
+        )
+    if result.mode in GRAPH_MODES and result.bucket > result.batch:
+        what_ifs.append(
+            predict.padding(
+                batch_size=result.batch,
+                bucket=result.bucket,
+                step_ns=step_ns,
+                bytes_batch=result.bytes_per_step,
+                bytes_bucket=costmodel.step_cost(config.shape, result.bucket, config.context, config.dtype).bytes,
+            )
+        )
+    result.what_ifs = predict.ranked(what_ifs)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The run
 
@@ -441,6 +527,7 @@ class _Measurer:
         result.host_ns_per_kernel = host_ms * 1e6 / (kernels or kernels_expected) if eager_gpu else None
         if self.markers.level == "ops" and config.cuda:
             result.nvtx_overhead_fraction = self._nvtx_overhead(runner, samples.median)
+        add_what_ifs(result, config, self.ceilings)
         if config.kernels and config.cuda:
             self.progress.status(f"{label}: per-kernel event pass")
             result.kernel_pass = run_kernel_pass(

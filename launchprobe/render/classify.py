@@ -17,6 +17,7 @@ from launchprobe.run.schema import (
     KernelPass,
     Memory,
     ShapeRecord,
+    WhatIf,
 )
 
 
@@ -40,11 +41,33 @@ def build(run: ClassifyRun) -> Report:
     reasons = [f"{r.key}: {r.verdict_reason}" for r in rows if r.verdict_reason]
     if reasons:
         report.blocks.append(Lines("Why each verdict", reasons))
+    helps = what_would_help_lines(rows)
+    if helps:
+        report.blocks.append(Lines("What would help (predicted, ranked by gain)", helps))
     host = _host_cost_lines(run, rows)
     if host:
         report.blocks.append(Lines("Host cost", host))
     report.blocks += kernel_pass_blocks(rows)
     return report
+
+
+def what_if_text(w: WhatIf) -> str:
+    if not w.predictable:
+        return f"{w.title}: not predictable from this run ({w.reason})"
+    gain = f"{w.speedup:.2f}x" if w.speedup else f"{w.throughput_gain:.2f}x tokens/s" if w.throughput_gain else ""
+    step = v.fixed(w.predicted_step_ns, 3, 1e-6)
+    return (
+        f"{w.title}: {step} ms per step" + (f" ({gain})" if gain else "") + f"; {w.arithmetic}; assumes {w.assumptions}"
+    )
+
+
+def what_would_help_lines(rows: list[ClassifyResult]) -> list[str]:
+    lines = []
+    for r in rows:
+        lines += [f"{r.key}: {what_if_text(w)}" for w in r.what_ifs]
+        if r.compute_bound_from_batch is not None:
+            lines.append(f"{r.key}: the step turns compute-bound from batch {r.compute_bound_from_batch} (cost model)")
+    return lines
 
 
 def _host_cost_lines(run: ClassifyRun, rows: list[ClassifyResult]) -> list[str]:

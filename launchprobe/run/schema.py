@@ -240,6 +240,21 @@ class KernelPass(Record, kw_only=True):
         return any(k.gap_corrected_ns is not None for k in self.kernels)
 
 
+class WhatIf(Record, kw_only=True):
+    """One prediction of what would help (launchprobe/analysis/predict.py): the step it predicts and why."""
+
+    kind: str  # cuda-graphs | fusion | batch | padding
+    title: str
+    predictable: bool = True
+    reason: str | None = None  # why not, when not predictable
+    predicted_step_ns: int | None = None
+    speedup: float | None = None  # current step time / predicted
+    tokens_per_s: float | None = None  # batch what-ifs
+    throughput_gain: float | None = None  # batch what-ifs: predicted tokens/s over current
+    arithmetic: str | None = None
+    assumptions: str | None = None
+
+
 class ClassifyResult(Record, kw_only=True):
     """One (mode, batch): the cost model and floors (always), the measurement (absent in a plan)."""
 
@@ -277,6 +292,9 @@ class ClassifyResult(Record, kw_only=True):
     host_ns_per_kernel: float | None = None
     nvtx_overhead_fraction: float | None = None
     kernel_pass: KernelPass | None = None
+    predicted_graph_step_ms: float | None = None  # eager/piecewise: the step as one CUDA graph (what_ifs)
+    compute_bound_from_batch: int | None = None  # memory-bound: the smallest batch whose compute floor is larger
+    what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
 
     MEASURED: ClassVar[tuple[str, ...]] = ()  # the fields after launch_floor_ms, set below the class
 

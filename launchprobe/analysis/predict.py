@@ -1,0 +1,186 @@
+"""What would help, and by how much: predicted step times next to a verdict (docs/analysis.md, "What would help").
+
+Each prediction is a pure function of numbers the run already holds (GPU busy time, kernels and launches per step,
+host time per step, the cost model and the ceilings measured on this GPU) and returns a ``WhatIf`` with the
+predicted step, the speed-up, the arithmetic and its assumptions, or, where the data cannot support a number,
+``predictable=False`` and the reason. Nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from launchprobe.run.schema import WhatIf
+
+# Defaults where this GPU has no measured ceiling (analyze of a trace from elsewhere). The node cost is the H200
+# measurement of ENGINEERING.md (a graph of 800 tiny kernels replays at 1.0 us per node); the graph launch is
+# NVIDIA's published figure for straight-line graphs (CUDA 12.6: ~2.5 us + ~1 ns per node).
+DEFAULT_GRAPH_NODE_NS = 1_000.0
+DEFAULT_GRAPH_LAUNCH_NS = 2_500.0
+
+
+def _speedup(current_ns: float, predicted_ns: float) -> float | None:
+    return current_ns / predicted_ns if predicted_ns > 0 else None
+
+
+def not_predictable(kind: str, title: str, reason: str) -> WhatIf:
+    return WhatIf(kind=kind, title=title, predictable=False, reason=reason)
+
+
+def graphs(
+    *,
+    step_ns: float,
+    busy_ns: float | None,
+    ops: int | None,
+    node_ns: float | None,
+    launch_ns: float | None,
+    node_source: str,
+) -> WhatIf:
+    """An eager step replayed as one CUDA graph: the host-side idle goes, each launch becomes a graph node.
+
+    predicted = GPU busy + ops x per-node cost + one graph launch."""
+    title = "capture the step in a CUDA graph"
+    if busy_ns is None:
+        return not_predictable(
+            "cuda-graphs",
+            title,
+            "GPU busy time was not measured: CUPTI was held by another profiler, or the trace has no GPU work",
+        )
+    if not ops:
+        return not_predictable("cuda-graphs", title, "the number of GPU ops per step is not known")
+    node = DEFAULT_GRAPH_NODE_NS if node_ns is None else node_ns
+    launch = DEFAULT_GRAPH_LAUNCH_NS if launch_ns is None else launch_ns
+    predicted = busy_ns + ops * node + launch
+    return WhatIf(
+        kind="cuda-graphs",
+        title=title,
+        predicted_step_ns=round(predicted),
+        speedup=_speedup(step_ns, predicted),
+        arithmetic=(
+            f"{busy_ns / 1e6:.3f} ms GPU busy + {ops} ops x {node / 1e3:.2f} us per node + "
+            f"{launch / 1e3:.2f} us graph launch = {predicted / 1e6:.3f} ms"
+        ),
+        assumptions=(
+            f"the same kernels run back to back from one graph; per-node cost {node / 1e3:.2f} us "
+            f"({node_source if node_ns is not None else 'default: H200 measurement, no ceiling for this GPU'}); "
+            "no host synchronisation inside the step"
+        ),
+    )
+
+
+def fusion(
+    *,
+    step_ns: float,
+    busy_ns: float | None,
+    host_ns: float | None,
+    launches: int | None,
+    fused_away: int,
+    label: str,
+) -> WhatIf:
+    """Fewer launches for the same work: ``fused_away`` launches per step merged into others (their bytes kept).
+
+    A launch-bound eager step takes the host's time; the host's time scales with the launches it issues, and the
+    GPU's busy time stays: predicted = max(GPU busy, host time x (launches - fused_away) / launches)."""
+    title = f"fuse {label}"
+    if busy_ns is None or host_ns is None or not launches:
+        return not_predictable("fusion", title, "needs GPU busy time, host time per step and launches per step")
+    if fused_away <= 0 or fused_away >= launches:
+        return not_predictable("fusion", title, "nothing to fuse")
+    host_after = host_ns * (launches - fused_away) / launches
+    predicted = max(busy_ns, host_after)
+    return WhatIf(
+        kind="fusion",
+        title=title,
+        predicted_step_ns=round(predicted),
+        speedup=_speedup(step_ns, predicted),
+        arithmetic=(
+            f"max({busy_ns / 1e6:.3f} ms GPU busy, {host_ns / 1e6:.3f} ms host x "
+            f"{launches - fused_away}/{launches} launches) = {predicted / 1e6:.3f} ms"
+        ),
+        assumptions=(
+            "host time per launch stays what it is now; the fused kernels do the same work in the same GPU time "
+            "(their bytes are kept); the step is bounded by the slower of host and GPU"
+        ),
+    )
+
+
+def batch(
+    *,
+    batch_size: int,
+    step_ns: float,
+    memory_floor_ns: float,
+    compute_floor_ns: float,
+    floors_at: Sequence[tuple[int, float, float]],
+) -> list[WhatIf]:
+    """Larger batches of a memory-bound step: the step at each next batch from the cost model's floors, at the
+    fraction of the floor the step reaches now (weights are read once per step whatever the batch).
+
+    ``floors_at``: (batch, memory floor ns, compute floor ns) of the candidate batches."""
+    now_floor = max(memory_floor_ns, compute_floor_ns)
+    if step_ns <= 0 or now_floor <= 0:
+        return [not_predictable("batch", "larger batches", "no floors for this step")]
+    efficiency = now_floor / step_ns
+    out = []
+    for size, memory_ns, compute_ns in floors_at:
+        if size <= batch_size:
+            continue
+        floor = max(memory_ns, compute_ns)
+        predicted = floor / efficiency
+        bound = "compute" if compute_ns > memory_ns else "memory"
+        tokens_now, tokens = batch_size / step_ns * 1e9, size / predicted * 1e9
+        out.append(
+            WhatIf(
+                kind="batch",
+                title=f"batch {size}",
+                predicted_step_ns=round(predicted),
+                speedup=None,
+                tokens_per_s=tokens,
+                throughput_gain=tokens / tokens_now if tokens_now else None,
+                arithmetic=(
+                    f"{bound} floor {floor / 1e6:.3f} ms / {efficiency:.0%} of the floor reached now = "
+                    f"{predicted / 1e6:.3f} ms per step, {tokens:,.0f} tokens/s"
+                ),
+                assumptions=(
+                    f"the step keeps reaching {efficiency:.0%} of its floor; the step would be {bound}-bound; "
+                    "KV cache and activations fit"
+                ),
+            )
+        )
+    return out
+
+
+def compute_bound_from(floors_at: Sequence[tuple[int, float, float]]) -> int | None:
+    """The smallest batch whose compute floor exceeds its memory floor."""
+    return next((size for size, memory_ns, compute_ns in sorted(floors_at) if compute_ns > memory_ns), None)
+
+
+def padding(*, batch_size: int, bucket: int, step_ns: float, bytes_batch: int, bytes_bucket: int) -> WhatIf:
+    """A graph bucket larger than the batch: the step if it were captured at the batch itself, scaling the step by
+    the bytes it moves (memory-bound decode: the padded sequences add their KV cache and activations)."""
+    title = f"capture a graph for batch {batch_size} (now padded to {bucket})"
+    if bucket <= batch_size:
+        return not_predictable("padding", title, "no padding: the batch has its own bucket")
+    if bytes_bucket <= 0:
+        return not_predictable("padding", title, "no cost model for the bucket")
+    predicted = step_ns * bytes_batch / bytes_bucket
+    return WhatIf(
+        kind="padding",
+        title=title,
+        predicted_step_ns=round(predicted),
+        speedup=_speedup(step_ns, predicted),
+        arithmetic=(
+            f"{step_ns / 1e6:.3f} ms x {bytes_batch / 1e6:,.1f} MB / {bytes_bucket / 1e6:,.1f} MB moved = "
+            f"{predicted / 1e6:.3f} ms"
+        ),
+        assumptions="the step time scales with the bytes it moves (memory-bound); one more captured graph",
+    )
+
+
+def ranked(what_ifs: Sequence[WhatIf]) -> list[WhatIf]:
+    """Predictable ones first, by predicted gain (speed-up, or throughput gain for batch), then the others."""
+
+    def gain(w: WhatIf) -> float:
+        return w.speedup or w.throughput_gain or 0.0
+
+    good = sorted((w for w in what_ifs if w.predictable), key=gain, reverse=True)
+    return good + [w for w in what_ifs if not w.predictable]

@@ -1,0 +1,131 @@
+"""What would help: the prediction arithmetic on constructed numbers, the classify producer, and the report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import runs
+
+from launchprobe.analysis import predict
+from launchprobe.classify import ClassifyConfig, add_what_ifs, cost_result
+from launchprobe.measure.ceilings import Ceilings
+from launchprobe.render import render_text
+from launchprobe.workload import costmodel
+from launchprobe.workload.shape import load_shape
+
+CEILINGS = Ceilings("measured", 4.26e12, 790e12, 8_400.0, 1_000.0, "2026-12-01T00:00:00+00:00")
+
+
+def test_graphs_adds_a_node_per_op_and_one_launch_to_the_busy_time() -> None:
+    w = predict.graphs(step_ns=9.47e6, busy_ns=4.45e6, ops=323, node_ns=1_000.0, launch_ns=8_400.0, node_source="x")
+    assert w.predictable and w.predicted_step_ns == 4_450_000 + 323_000 + 8_400
+    assert w.speedup == pytest.approx(9.47e6 / 4_781_400)
+    assert "323 ops x 1.00 us per node" in (w.arithmetic or "")
+
+
+def test_graphs_without_busy_or_ops_is_not_predictable_and_says_why() -> None:
+    w = predict.graphs(step_ns=1e6, busy_ns=None, ops=10, node_ns=1e3, launch_ns=1e3, node_source="x")
+    assert not w.predictable and w.predicted_step_ns is None and "not measured" in (w.reason or "")
+    assert not predict.graphs(step_ns=1e6, busy_ns=5e5, ops=0, node_ns=1e3, launch_ns=1e3, node_source="x").predictable
+
+
+def test_graphs_default_node_cost_is_labelled() -> None:
+    w = predict.graphs(step_ns=2e6, busy_ns=1e6, ops=100, node_ns=None, launch_ns=None, node_source="x")
+    assert w.predicted_step_ns == 1_000_000 + 100 * predict.DEFAULT_GRAPH_NODE_NS + predict.DEFAULT_GRAPH_LAUNCH_NS
+    assert "default" in (w.assumptions or "")
+
+
+def test_fusion_is_bounded_by_the_slower_of_host_and_gpu() -> None:
+    host_bound = predict.fusion(step_ns=3e6, busy_ns=1e6, host_ns=3e6, launches=180, fused_away=60, label="x")
+    assert host_bound.predicted_step_ns == 2_000_000 and host_bound.speedup == pytest.approx(1.5)
+    gpu_bound = predict.fusion(step_ns=3e6, busy_ns=2.5e6, host_ns=3e6, launches=180, fused_away=90, label="x")
+    assert gpu_bound.predicted_step_ns == 2_500_000  # the GPU's work stays
+    assert not predict.fusion(step_ns=1, busy_ns=1, host_ns=1, launches=10, fused_away=0, label="x").predictable
+
+
+def test_batch_keeps_the_fraction_of_the_floor_and_finds_the_compute_bound_batch() -> None:
+    floors = [(2, 2.0e6, 0.1e6), (4, 2.2e6, 0.2e6), (1024, 8e6, 9e6)]
+    out = predict.batch(batch_size=1, step_ns=2.5e6, memory_floor_ns=2e6, compute_floor_ns=0.05e6, floors_at=floors)
+    by_title = {w.title: w for w in out}
+    assert by_title["batch 2"].predicted_step_ns == 2_500_000  # 80% of the floor now, so 2.0 ms / 0.8
+    assert by_title["batch 4"].predicted_step_ns == 2_750_000
+    assert by_title["batch 4"].tokens_per_s == pytest.approx(4 / 2.75e-3)
+    assert by_title["batch 1024"].predicted_step_ns == round(9e6 / 0.8) and "compute" in (
+        by_title["batch 1024"].arithmetic or ""
+    )
+    assert predict.compute_bound_from(floors) == 1024
+
+
+def test_padding_scales_the_step_by_the_bytes_it_would_not_move() -> None:
+    w = predict.padding(batch_size=3, bucket=4, step_ns=4e6, bytes_batch=300, bytes_bucket=400)
+    assert w.predicted_step_ns == 3_000_000
+    assert not predict.padding(batch_size=4, bucket=4, step_ns=4e6, bytes_batch=1, bytes_bucket=1).predictable
+
+
+def test_ranked_by_gain_with_the_unpredictable_last() -> None:
+    a = predict.fusion(step_ns=3e6, busy_ns=1e6, host_ns=3e6, launches=10, fused_away=5, label="a")  # 2x
+    b = predict.graphs(step_ns=3e6, busy_ns=1e6, ops=10, node_ns=1e3, launch_ns=1e3, node_source="x")  # ~3x
+    c = predict.graphs(step_ns=3e6, busy_ns=None, ops=10, node_ns=1e3, launch_ns=1e3, node_source="x")
+    assert predict.ranked([c, a, b]) == [b, a, c]
+
+
+def _config(batches: list[int], modes: list[str], context: int = 1024) -> ClassifyConfig:
+    shape = load_shape("llama-3.2-1b", {})
+    return ClassifyConfig(shape=shape, batches=batches, modes=modes, device="cuda", context=context)
+
+
+def test_classify_eager_row_predicts_its_graph_step_and_fusions() -> None:
+    config = _config([1], ["eager"])
+    result = cost_result(config, "eager", 1, CEILINGS, 180)
+    result.step_ms_median, result.gpu_busy_ms, result.kernels_per_step = 3.0, 1.2, 196.0
+    result.host_ms_per_step, result.verdict = 2.9, "launch-bound"
+    add_what_ifs(result, config, CEILINGS)
+    kinds = [w.kind for w in result.what_ifs]
+    assert kinds[0] == "cuda-graphs" and kinds.count("fusion") == 2
+    assert result.predicted_graph_step_ms == pytest.approx((1.2e6 + 196 * 1_000 + 8_400) / 1e6)
+    extra = next(w for w in result.what_ifs if "extra kernels" in w.title)
+    assert f"{196 - costmodel.logical_ops_per_step(config.shape)} extra kernels" in extra.title
+    gains = [w.speedup or w.throughput_gain or 0 for w in result.what_ifs if w.predictable]
+    assert gains == sorted(gains, reverse=True)
+
+
+def test_classify_memory_bound_row_gets_batches_and_graph_rows_their_padding() -> None:
+    config = _config([3], ["full"], context=128)  # short context: the weights dominate, so batch turns it compute-bound
+    result = cost_result(config, "full", 3, CEILINGS, 180)
+    assert result.bucket == 4
+    result.step_ms_median, result.gpu_busy_ms, result.verdict = 1.5, 1.45, "memory-bound"
+    add_what_ifs(result, config, CEILINGS)
+    kinds = {w.kind for w in result.what_ifs}
+    assert kinds == {"batch", "padding"} and result.predicted_graph_step_ms is None
+    assert result.compute_bound_from_batch is not None and 64 < result.compute_bound_from_batch <= 1024
+    long_context = _config([3], ["full"])
+    again = cost_result(long_context, "full", 3, CEILINGS, 180)
+    again.step_ms_median, again.gpu_busy_ms, again.verdict = 1.5, 1.45, "memory-bound"
+    add_what_ifs(again, long_context, CEILINGS)
+    assert again.compute_bound_from_batch is None  # the KV cache read grows with the batch as fast as the FLOPs
+
+
+def test_cpu_path_predicts_nothing() -> None:
+    config = ClassifyConfig(shape=load_shape("tiny", {}), batches=[1], modes=["eager"], device="cpu")
+    result = cost_result(config, "eager", 1, CEILINGS, 23)
+    result.step_ms_median, result.verdict = 1.0, "memory-bound"
+    add_what_ifs(result, config, CEILINGS)
+    assert result.what_ifs == [] and result.predicted_graph_step_ms is None
+
+
+def test_what_would_help_in_every_format() -> None:
+    run = runs.classify_run()
+    eager = next(r for r in run.results if r.mode == "eager" and r.batch == 1)
+    eager.what_ifs = [predict.graphs(step_ns=9.47e6, busy_ns=4.45e6, ops=323, node_ns=1e3, launch_ns=8.4e3,
+                                     node_source="classify's ceiling, measured")]  # fmt: skip
+    eager.predicted_graph_step_ms = 4.7814
+    plain = render_text(run, "plain", width=200)
+    assert (
+        "What would help" in plain and "eager b=1: capture the step in a CUDA graph: 4.781 ms per step (1.98x)" in plain
+    )
+    assert "capture the step in a CUDA graph" in render_text(run, "markdown")
+    data = json.loads(render_text(run, "json"))
+    row = next(r for r in data["results"] if r["mode"] == "eager" and r["batch"] == 1)
+    assert row["predicted_graph_step_ms"] == 4.7814 and row["what_ifs"][0]["kind"] == "cuda-graphs"
+    assert "predicted_graph_step_ms" in render_text(run, "csv").splitlines()[0]
