@@ -255,9 +255,13 @@ def add_what_ifs(result: ClassifyResult, config: ClassifyConfig, ceilings: Ceili
             step_ns=step_ns,
             busy_ns=busy_ns,
             ops=kernels,
-            node_ns=ceilings.graph_node_ns,
+            node_ns=ceilings.graph_node_gap_ns if ceilings.graph_node_gap_ns is not None else ceilings.graph_node_ns,
             launch_ns=ceilings.launch_host_ns,
-            node_source=f"classify's ceiling, {ceilings.source}",
+            node_source=(
+                f"the gap between nodes of a graph of tiny kernels, by CUPTI ({ceilings.source})"
+                if ceilings.graph_node_gap_ns is not None
+                else f"a tiny kernel's whole node time, an upper bound: no CUPTI gap measured ({ceilings.source})"
+            ),
         )
         what_ifs.append(graph)
         if graph.predicted_step_ns is not None:

@@ -129,3 +129,13 @@ def test_what_would_help_in_every_format() -> None:
     row = next(r for r in data["results"] if r["mode"] == "eager" and r["batch"] == 1)
     assert row["predicted_graph_step_ms"] == 4.7814 and row["what_ifs"][0]["kind"] == "cuda-graphs"
     assert "predicted_graph_step_ms" in render_text(run, "csv").splitlines()[0]
+
+
+def test_graph_node_gap_is_span_less_busy_per_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ceiling behind the CUDA-graph what-if: the idle between consecutive nodes of a replay, by CUPTI."""
+    from launchprobe.measure import ceilings, cupti
+
+    rows = [("k", 1_000 * i, 1_000 * i + 700, 0) for i in range(4)]  # 700 ns nodes, 300 ns apart
+    monkeypatch.setattr(cupti, "cuda_intervals", lambda work: [r[:3] for r in rows])
+    assert ceilings._node_gap_ns(lambda: None, nodes=4) == pytest.approx(300.0)
+    assert ceilings._node_gap_ns(lambda: None, nodes=5) is None  # fewer kernels than nodes: not traced one by one

@@ -30,7 +30,7 @@ DATASHEET: dict[str, tuple[float, float, str]] = {
     "NVIDIA A100-SXM4-40GB": (1.555e12, 312e12, "NVIDIA A100 datasheet (SXM 40GB): 1.555 TB/s, 312 TFLOPS bf16"),
 }
 
-CEILINGS_VERSION = 2  # bump when the measurement method changes, so old cache entries are ignored
+CEILINGS_VERSION = 3  # bump when the measurement method changes, so old cache entries are ignored
 
 
 @dataclass
@@ -42,6 +42,8 @@ class Ceilings:
     graph_node_ns: float | None  # device time per node replaying a graph of tiny kernels (None: no graphs)
     measured_at: str
     details: dict[str, Any] = field(default_factory=dict)
+    # idle between consecutive nodes of that graph, by CUPTI (None: no graphs, or CUPTI held by another profiler)
+    graph_node_gap_ns: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,13 +75,14 @@ def ceilings_from_entry(entry: Any) -> Ceilings:
     if not isinstance(entry, dict):
         raise CorruptCache(f"the entry is a {type(entry).__name__}, not an object")
     known = {f.name for f in fields(Ceilings)}
-    required = known - {"source", "details"}
+    required = known - {"source", "details", "graph_node_gap_ns"}
     if set(entry) - known or required - set(entry):
         raise CorruptCache(f"the entry's fields are {', '.join(sorted(entry))}")
     _positive(entry, "hbm_read_bytes_per_s", optional=False)
     _positive(entry, "matmul_flops_per_s", optional=False)
     _positive(entry, "launch_host_ns", optional=True)
     _positive(entry, "graph_node_ns", optional=True)
+    _positive(entry, "graph_node_gap_ns", optional=True)
     if not isinstance(entry["measured_at"], str) or not isinstance(entry.get("details", {}), dict):
         raise CorruptCache("measured_at or details has the wrong type")
     return Ceilings(**{**entry, "source": "cached"})
@@ -207,8 +210,9 @@ def measure_launch_host_ns(device: str, *, launches: int = 2000) -> float:
     return float(statistics.median(samples))
 
 
-def measure_graph_node_ns(*, nodes: int = 800, replays: int = 20) -> float:
-    """Device time per node when replaying a CUDA graph of ``nodes`` tiny kernels."""
+def measure_graph_node_ns(*, nodes: int = 800, replays: int = 20) -> tuple[float, float | None]:
+    """Device time per node when replaying a CUDA graph of ``nodes`` tiny kernels, and the idle between its
+    consecutive nodes as CUPTI sees it (None when CUPTI is held by another profiler)."""
     import torch
 
     x = torch.zeros(1, device="cuda")
@@ -222,7 +226,22 @@ def measure_graph_node_ns(*, nodes: int = 800, replays: int = 20) -> float:
             x.add_(1)
     graph.replay()
     times = [time_call("cuda", graph.replay, lead_in=graph.replay) for _ in range(replays)]
-    return statistics.median(times) * 1e9 / nodes
+    return statistics.median(times) * 1e9 / nodes, _node_gap_ns(graph.replay, nodes)
+
+
+def _node_gap_ns(replay: Any, nodes: int, samples: int = 5) -> float | None:
+    """Median over replays of the idle time between a graph's consecutive kernels (span less busy, per gap)."""
+    from launchprobe.analysis.intervals import interval_stats
+    from launchprobe.measure.cupti import cuda_intervals
+
+    gaps = []
+    for _ in range(samples):
+        rows = cuda_intervals(replay)
+        if len(rows) < nodes:  # CUPTI held elsewhere, or the nodes were not traced one by one
+            return None
+        stats = interval_stats([r[1] for r in rows], [r[2] for r in rows])
+        gaps.append(stats.idle_ns / (len(rows) - 1))
+    return float(statistics.median(gaps))
 
 
 def _sync(device: str) -> None:
@@ -245,17 +264,22 @@ def measure_ceilings(device: str, dtype: str, l2_bytes: int) -> Ceilings:
         "matmul_method": f"{dtype} {matmul_size}^3 torch.mm, median of 10",
         "launch_method": "host time per eager x.add_(1), median of 5 x 2000 launches",
     }
+    node_ns, node_gap_ns = measure_graph_node_ns() if cuda else (None, None)
     ceilings = Ceilings(
         source="measured",
         hbm_read_bytes_per_s=measure_hbm_read(device, buffer_bytes=buffer_bytes, buffers=buffers, repeats=repeats),
         matmul_flops_per_s=measure_matmul(device, dtype, size=matmul_size),
         launch_host_ns=measure_launch_host_ns(device),
-        graph_node_ns=measure_graph_node_ns() if cuda else None,
+        graph_node_ns=node_ns,
         measured_at=_now(),
         details=details,
+        graph_node_gap_ns=node_gap_ns,
     )
     details["graph_node_method"] = (
-        "device time per node replaying a graph of 800 x.add_(1), median of 20" if cuda else "no CUDA graphs on CPU"
+        "device time per node replaying a graph of 800 x.add_(1), median of 20; the gap between its nodes: span "
+        "less busy over 799, by CUPTI (torch.profiler), median of 5 replays"
+        if cuda
+        else "no CUDA graphs on CPU"
     )
     return ceilings
 
@@ -297,4 +321,5 @@ def datasheet_ceilings(device_name: str, measured: Ceilings | None) -> Ceilings:
             "datasheet": citation,
             "host_costs": f"launch and graph node costs {measured.source}" if measured else "not measured",
         },
+        graph_node_gap_ns=measured.graph_node_gap_ns if measured else None,
     )

@@ -127,6 +127,7 @@ class CeilingsRecord(Record, kw_only=True):
     graph_node_ns: float | None = None
     measured_at: str | None = None
     details: dict[str, Any] = msgspec.field(default_factory=dict)
+    graph_node_gap_ns: float | None = None  # idle between consecutive graph nodes, by CUPTI
 
 
 class Memory(Record, kw_only=True):
