@@ -342,8 +342,9 @@ class _Raw:
 def _events(ctx: _Ctx, pid: int, device: int) -> _Events:
     prep = ctx.prep
     ops_here = np.flatnonzero((prep.op_device == device) & (prep.op_pid == pid) & (prep.op_launch >= 0))
-    calls = np.unique(prep.op_launch[ops_here])
-    nops = np.bincount(prep.op_launch[ops_here], minlength=len(prep.api_start))[calls].astype(np.int64)
+    per_call = np.bincount(prep.op_launch[ops_here], minlength=len(prep.api_start))
+    calls = np.flatnonzero(per_call).astype(np.int64)  # sorted, as np.unique, in O(n)
+    nops = per_call[calls].astype(np.int64)
     canon = ctx.api_canon
     is_sync_name = np.array([n.endswith("Synchronize") for n in canon], dtype=bool)
     is_sync_copy = np.array([n in SYNC_COPY_NAMES for n in canon], dtype=bool)
