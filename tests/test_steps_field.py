@@ -187,3 +187,12 @@ def test_shared_profiler_steps(name: str) -> None:
 class _AsTruth:
     def __init__(self, gpu_end: int) -> None:
         self.gpu_end = gpu_end
+
+
+def test_shared_trace_without_a_loop() -> None:
+    """nvFuser's pytest run (18 kernels over 3.2 s, each test different): no steps, and it says so."""
+    path = SHARED / "nsys" / "nvfuser_nsys2025.1.1_report1.sqlite"
+    if not path.exists():
+        pytest.skip("../shared/traces is absent")
+    result = detect_steps(load_trace(path), "auto")
+    assert (result.steps, result.reason) == ([], NO_STEPS)
