@@ -38,6 +38,10 @@ def bench(n: int, per_step: int, folder: Path) -> dict[str, float]:
     t2 = time.perf_counter()
     run = build_run(timeline, AnalysisOptions(ranges=("decode_step",)))
     t3 = time.perf_counter()
+    from launchprobe.analysis.steps import detect_steps
+
+    found = detect_steps(timeline, "auto")
+    t4 = time.perf_counter()
     kernels = len(timeline.gpu_ops)
     return {
         "kernels": kernels,
@@ -47,6 +51,9 @@ def bench(n: int, per_step: int, folder: Path) -> dict[str, float]:
         "ranges_s": t3 - t2,
         "windows": len(run.windows),
         "kernels_per_s": kernels / (t2 - t0),
+        "steps_s": t4 - t3,
+        "steps": len(found.steps),
+        "kernels_per_s_steps": kernels / (t2 - t0 + t4 - t3),
     }
 
 
@@ -59,8 +66,11 @@ def main() -> None:
     print(
         f"# {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} python {platform.python_version()}"
     )
-    print("| kernels | export MB | read s | whole-trace analysis s | per-step s (windows) | kernels/s read+whole |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| kernels | export MB | read s | whole-trace analysis s | per-step s (windows) | kernels/s read+whole "
+        "| step detection s (steps) | kernels/s read+whole+steps |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.folder or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -68,7 +78,8 @@ def main() -> None:
             r = bench(n, args.kernels_per_step, folder)
             print(
                 f"| {r['kernels']:,} | {r['mb']:.1f} | {r['read_s']:.2f} | {r['whole_s']:.2f} | "
-                f"{r['ranges_s']:.2f} ({r['windows']:,}) | {r['kernels_per_s'] / 1e6:.2f} M |",
+                f"{r['ranges_s']:.2f} ({r['windows']:,}) | {r['kernels_per_s'] / 1e6:.2f} M | "
+                f"{r['steps_s']:.2f} ({r['steps']:,}) | {r['kernels_per_s_steps'] / 1e6:.2f} M |",
                 flush=True,
             )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -92,7 +92,7 @@ def summarize(
     out = []
     for (name, device), members in _groups(records).items():
         recs = [records[i] for i in members]
-        totals = {k: int(sum(getattr(r, k) or 0 for r in recs)) for k in SUM_KEYS}
+        totals: dict[str, Any] = {k: int(sum(getattr(r, k) or 0 for r in recs)) for k in SUM_KEYS}
         spans = np.array([r.span_ns for r in recs], dtype=np.int64)
         busy = np.array([r.busy_ns for r in recs], dtype=np.int64)
         launches: dict[str, int] = {}

@@ -18,6 +18,7 @@ Examples:
   launchprobe analyze report.nsys-rep                       # whole trace, per device
   launchprobe analyze report.sqlite --range 'decode_step.*' # each decode-step NVTX range
   launchprobe analyze trace.json.gz --range 'ProfilerStep#.*' --format json
+  launchprobe analyze report.sqlite --steps auto            # find the steps from the trace's structure
 """
 
 
@@ -79,10 +80,20 @@ def make_options(ranges: tuple[str, ...], devices: tuple[int, ...], short_gap_ns
     is_flag=True,
     help="Delete the SQLite export of an .nsys-rep after analysing it (default: keep it for next time).",
 )
+@click.option(
+    "--steps",
+    "steps",
+    type=click.Choice(["auto", "annotations", "off"]),
+    default=None,
+    help="Per-step windows and one summary per step kind: `annotations` (engines' step markers: vLLM, SGLang, "
+    "TensorRT-LLM, ProfilerStep#N), `auto` (found from the trace's structure, markers ignored), `off`. Default: "
+    "off with --range, else annotations when the trace has engine markers, else auto.",
+)
 @analysis_options
 def analyze(
     trace: Path,
     remove_sqlite: bool,
+    steps: str | None,
     ranges: tuple[str, ...],
     devices: tuple[int, ...],
     short_gap_ns: int,
@@ -96,10 +107,13 @@ def analyze(
     """Analyse an Nsight Systems report (.nsys-rep, through nsys export), its SQLite export, or a PyTorch
     profiler (Kineto) trace (.json, .json.gz): per window and device, GPU busy and idle time, where the idle went
     (host wait, short gaps, other), launches, gaps, and a verdict with its numbers."""
+    from launchprobe.analysis.step_run import add_steps, resolve_mode
     from launchprobe.analysis.trace_run import build_run
     from launchprobe.collect import load_trace
 
     check_outputs(output, force)
     timeline = load_trace(trace, nsys=nsys_path, keep_sqlite=not remove_sqlite, force=force)
-    run = build_run(timeline, make_options(ranges, devices, short_gap_ns, any_thread))
+    options = make_options(ranges, devices, short_gap_ns, any_thread)
+    run = build_run(timeline, options)
+    add_steps(run, timeline, options, resolve_mode(steps, timeline, ranges))
     emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)

@@ -386,6 +386,7 @@ class Source(Record, kw_only=True):
 
 class AnalyzeConfigRecord(Record, kw_only=True):
     ranges: list[str] = msgspec.field(default_factory=list)
+    steps: str | None = None  # --steps as resolved: annotations | auto | off (absent in older files)
     devices: list[int] | None = None
     short_gap_ns: int | None = None
     same_thread: bool | None = None
@@ -475,6 +476,13 @@ class Window(Record, kw_only=True):
     top_kernels: list[TopKernel] = msgspec.field(default_factory=list)
     largest_idle: list[IdleStretch] = msgspec.field(default_factory=list)
     metrics: Metrics | None = None
+    # detected steps (--steps): the window is the period the step owns, from the end of the previous step's work
+    step_kind: str | None = None  # its kind's label
+    detected_by: str | None = None  # the signal that cut it
+    gpu_start_ns: int | None = None  # its own first op's start
+    host_start_ns: int | None = None  # its host side: first call (or range) start and last call (or range) end
+    host_end_ns: int | None = None
+    outlier: bool | None = None  # warm-up / compilation: kept out of its kind's summary
 
     @property
     def label(self) -> str:
@@ -516,6 +524,11 @@ class Summary(Record, kw_only=True):
     slowest: str | None = None
     top_kernels: list[TopKernel] | None = None  # None in runs saved before pooling
     largest_idle: list[PooledIdleStretch] | None = None
+    # one kind of detected step (--steps); instances and the percentiles exclude its outliers
+    step_kind: str | None = None  # e.g. "decode, graph replay, 84 ops"
+    detected_by: str | None = None  # annotation, or the structural signal with its detail
+    host_p50_ns: int | None = None  # p50 of the steps' host-side time
+    outliers: list[str] | None = None  # warm-up / compilation steps (window labels), kept out of the numbers
 
     @property
     def label(self) -> str:
