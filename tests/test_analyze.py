@@ -102,9 +102,11 @@ def test_range_attribution_by_launch_thread_and_overlap() -> None:
     )
     [w], _ = analyze_timeline(tl, AnalysisOptions(ranges=("st.p",)))
     # op 1 (launched inside) and op 4 (no launch call, overlaps) belong; op 2 was launched by another thread.
-    assert (w.gpu_ops, w.start_ns, w.end_ns) == (2, 0, 25)
+    # The window is their GPU projection: first op start to last op end; the range stays beside it.
+    assert (w.gpu_ops, w.start_ns, w.end_ns, w.range_start_ns, w.range_end_ns, w.range_ns) == (2, 5, 20, 0, 25, 25)
+    assert w.attribution == "thread"
     [w], _ = analyze_timeline(tl, AnalysisOptions(ranges=("step",), same_thread=False))
-    assert w.gpu_ops == 3 and w.end_ns == 40  # the window stretches to the end of its GPU work
+    assert w.gpu_ops == 3 and w.end_ns == 40 and w.attribution == "process"  # to the end of its GPU work
 
 
 def test_range_that_never_occurs_is_no_data() -> None:
@@ -132,14 +134,16 @@ def test_launch_bound_decode_loop(tmp_path: Path) -> None:
     records, summaries = analyze_timeline(read_nsys_sqlite(path), AnalysisOptions(ranges=("decode_step",)))
     assert len(records) == 5
     w = records[2]
-    span = 50 * US + 20 * 8 * US + 1_500 + 3 * US + 2 * US
+    span = 19 * 8 * US + 3 * US  # its first kernel's start to its last's end: launches 8 us apart, 3 us kernels
     assert (w.span_ns, w.busy_ns, w.kernels) == (span, 60 * US, 20)
+    assert w.range_ns == 50 * US + 20 * 8 * US + 1_500 + 3 * US + 2 * US  # the host range, up to its sync
+    assert w.host_ahead_ns == 1_500  # the first kernel's queue time
     assert w.idle_host_wait_ns == span - 60 * US  # every stretch waits for the next launch
     assert w.launches == {"cudaLaunchKernel": 20} and w.kernels_per_launch == 1.0
     assert w.gap_p50_ns == 5 * US
     assert w.queue_ns.p50 == 1_500 and w.launch_api_ns.p50 == 8 * US
     assert w.verdict == "launch-bound"
-    assert records[-1].idle_other_ns == 2 * US  # trailing sync stretch with no next op
+    assert records[-1].idle_other_ns == 0  # the GPU projection ends at the last kernel: no trailing sync stretch
     [summary] = summaries
     assert summary.instances == 5 and summary.verdict == "launch-bound"
     assert summary.kernels == 100
