@@ -354,7 +354,19 @@ def test_server_per_step_windows(variant: str, request: pytest.FixtureRequest) -
 def test_server_no_work_is_not_host_wait(server: Path) -> None:
     (whole,) = analyze(strip_nvtx_domain(server, "truth"))
     no_work = sum(end - start for start, end in _no_work_gaps(server))  # 4.5 s of the trace
-    assert whole["idle_host_wait_ns"] <= whole["idle_ns"] - no_work  # today: 8.11 s host wait of 8.115 s idle
+    assert whole["idle_host_wait_ns"] <= whole["idle_ns"] - no_work  # before issue 11: 8.11 s host wait of 8.115 s
+    assert whole["idle_no_work_ns"] >= no_work and whole["no_work_source"] == "quiet-heuristic"
+
+
+def test_server_ctxsw_no_work_from_thread_state(server_ctxsw: Path) -> None:
+    """With SCHED_EVENTS the no-work idle is where the engine thread slept: the gaps between bursts, nearly all of
+    them; the set-up before the bursts (the host working between allocations) stays host wait."""
+    (whole,) = analyze(strip_nvtx_domain(server_ctxsw, "truth"))
+    no_work = sum(end - start for start, end in _no_work_gaps(server_ctxsw))
+    assert whole["no_work_source"] == "thread-state"
+    assert 0.99 * no_work <= whole["idle_no_work_ns"] <= whole["idle_ns"]
+    gaps = [s for s in whole["largest_idle"] if s.duration_ns > 1.4e9]
+    assert len(gaps) == 4 and all(s.kind == "no_work" for s in gaps)  # before each burst
 
 
 # --- C: HF transformers generate(), eager: 1 prefill + 31 decode forwards ----------------------------------------

@@ -92,20 +92,26 @@ class Prepared:
     _own: dict[int, DeviceOps] = field(default_factory=dict)
 
     def own_ops(self, window: Window) -> DeviceOps:
-        """The window's own ops as a device of their own (the device itself for whole-trace windows)."""
+        """The window's own ops as a device of their own: the device itself for whole-trace windows, and for range
+        windows whose own ops are every op on the device inside them (a synchronous step: no copy needed)."""
+        dev = self.devices[window.device]
         if window.instance is None:
-            return self.devices[window.device]
+            return dev
         key = id(window)
         if key not in self._own:
             rows = window.rows
-            self._own[key] = device_ops(
-                window.device,
-                self.op_start[rows],
-                self.op_end[rows],
-                rows,
-                self.op_launch_end[rows],
-                short_gap_ns=self.short_gap_ns,
-            )
+            inside = dev.overlapping(window.start_ns, window.end_ns)
+            if inside.stop - inside.start == len(rows):  # candidates include every own op: they are the same
+                self._own[key] = dev
+            else:
+                self._own[key] = device_ops(
+                    window.device,
+                    self.op_start[rows],
+                    self.op_end[rows],
+                    rows,
+                    self.op_launch_end[rows],
+                    short_gap_ns=self.short_gap_ns,
+                )
         return self._own[key]
 
     def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
@@ -475,7 +481,7 @@ def idle_split(window: Window, prep: Prepared, s: Ints, e: Ints, cls: Ints) -> I
     Where the device ran other windows' work during a gap the GPU was not idle: that part is ``other``. No work
     comes only out of host-wait stretches (nothing was queued): the part during which the process issued none."""
     lengths = e - s
-    whole = window.instance is None
+    whole = prep.own_ops(window) is prep.devices[window.device]  # no other work on the device in its gaps
     free = lengths if whole else prep.idle_cov[window.device].within(s, e)  # the device itself idle
     covered = int(lengths.sum() - free.sum())
     hw = cls == HOST_WAIT
@@ -493,15 +499,14 @@ def idle_split(window: Window, prep: Prepared, s: Ints, e: Ints, cls: Ints) -> I
     )
 
 
-def host_ahead(own: DeviceOps) -> int | None:
+def host_ahead(prep: Prepared, rows: Ints) -> int | None:
     """Queue time of the window's first op that has a launch call: its start minus that call's end."""
-    if not len(own):
+    lend = prep.op_launch_end[rows]
+    have = rows[lend >= 0]
+    if not len(have):
         return None
-    lend = own.launch_end
-    if lend[0] >= 0:
-        return int(own.starts[0] - lend[0])
-    have = np.flatnonzero(lend >= 0)
-    return int(own.starts[have[0]] - lend[have[0]]) if len(have) else None
+    first = have[np.argmin(prep.op_start[have])]
+    return int(prep.op_start[first] - prep.op_launch_end[first])
 
 
 def window_record(window: Window, prep: Prepared, timeline: Timeline, options: AnalysisOptions) -> WindowRecord:
@@ -517,7 +522,7 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
     kinds = _take(prep.op_kind, rows, prep)
     launch = _launch_numbers(prep, rows)
     metrics = metric_means(timeline.metrics, window.device, ws, we)
-    ahead = None if window.instance is None else host_ahead(own)
+    ahead = None if window.instance is None else host_ahead(prep, window.rows)
     verdict = decide(
         span_ns=span,
         busy_ns=busy,
