@@ -307,7 +307,8 @@ def test_quiet_stretch_with_thread_state_counts_only_time_switched_out() -> None
     [w], _ = analyze_timeline(tl, AnalysisOptions())
     assert w.no_work_source == "thread-state"
     assert w.idle_no_work_ns == 60_000 * US - 20 * US
-    assert w.idle_host_wait_ns == w.idle_ns - w.idle_no_work_ns  # the running part: the host was late
+    # the running part: the host was late
+    assert w.idle_ns is not None and w.idle_host_wait_ns == w.idle_ns - w.idle_no_work_ns
     assert w.verdict == "launch-bound" and "thread-state" in w.verdict_reason
     # switched out inside a CUDA call (a blocking sync) is waiting for the GPU, not having no work
     tl = _quiet_timeline([(0, 1 * US)])
