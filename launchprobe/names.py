@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 ELLIPSIS = "…"
+DEFAULT_NAME_WIDTH = 60  # analyze tables (--name-width)
 OPENERS = {"<": ">", "(": ")", "[": "]", "{": "}"}
 CLOSERS = {close: open_ for open_, close in OPENERS.items()}
 _SPACES = re.compile(r"\s+")

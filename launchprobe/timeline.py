@@ -58,6 +58,15 @@ METRIC_COLUMNS: dict[str, str] = {
     "value": "float64",
 }
 
+# OS thread scheduling (nsys --cpuctxsw=process-tree: SCHED_EVENTS). Optional. One row per stretch a thread was
+# switched out (off the CPU: blocked, asleep or preempted), from its sched-out to its next sched-in.
+THREAD_STATE_COLUMNS: dict[str, str] = {
+    "pid": "int64",
+    "tid": "int64",
+    "start_ns": "int64",
+    "end_ns": "int64",
+}
+
 # The name tables live in collect.api_names (CUDA and HIP); these names stay for existing imports.
 LAUNCH_API_NAMES = tuple(sorted(LAUNCH_NAMES))
 GRAPH_LAUNCH_API_NAMES = tuple(sorted(GRAPH_LAUNCH_NAMES))
@@ -87,5 +96,6 @@ class Timeline:
     api_calls: pd.DataFrame = field(default_factory=lambda: empty_frame(API_CALL_COLUMNS))
     ranges: pd.DataFrame = field(default_factory=lambda: empty_frame(RANGE_COLUMNS))
     metrics: pd.DataFrame | None = None
+    thread_states: pd.DataFrame | None = None  # None: the trace has no thread-state data
     # source format, file, tool versions, GPU names by device, ...
     meta: dict[str, Any] = field(default_factory=dict)

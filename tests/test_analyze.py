@@ -102,9 +102,11 @@ def test_range_attribution_by_launch_thread_and_overlap() -> None:
     )
     [w], _ = analyze_timeline(tl, AnalysisOptions(ranges=("st.p",)))
     # op 1 (launched inside) and op 4 (no launch call, overlaps) belong; op 2 was launched by another thread.
-    assert (w.gpu_ops, w.start_ns, w.end_ns) == (2, 0, 25)
+    # The window is their GPU projection: first op start to last op end; the range stays beside it.
+    assert (w.gpu_ops, w.start_ns, w.end_ns, w.range_start_ns, w.range_end_ns, w.range_ns) == (2, 5, 20, 0, 25, 25)
+    assert w.attribution == "thread"
     [w], _ = analyze_timeline(tl, AnalysisOptions(ranges=("step",), same_thread=False))
-    assert w.gpu_ops == 3 and w.end_ns == 40  # the window stretches to the end of its GPU work
+    assert w.gpu_ops == 3 and w.end_ns == 40 and w.attribution == "process"  # to the end of its GPU work
 
 
 def test_range_that_never_occurs_is_no_data() -> None:
@@ -132,14 +134,16 @@ def test_launch_bound_decode_loop(tmp_path: Path) -> None:
     records, summaries = analyze_timeline(read_nsys_sqlite(path), AnalysisOptions(ranges=("decode_step",)))
     assert len(records) == 5
     w = records[2]
-    span = 50 * US + 20 * 8 * US + 1_500 + 3 * US + 2 * US
+    span = 19 * 8 * US + 3 * US  # its first kernel's start to its last's end: launches 8 us apart, 3 us kernels
     assert (w.span_ns, w.busy_ns, w.kernels) == (span, 60 * US, 20)
+    assert w.range_ns == 50 * US + 20 * 8 * US + 1_500 + 3 * US + 2 * US  # the host range, up to its sync
+    assert w.host_ahead_ns == 1_500  # the first kernel's queue time
     assert w.idle_host_wait_ns == span - 60 * US  # every stretch waits for the next launch
     assert w.launches == {"cudaLaunchKernel": 20} and w.kernels_per_launch == 1.0
     assert w.gap_p50_ns == 5 * US
     assert w.queue_ns.p50 == 1_500 and w.launch_api_ns.p50 == 8 * US
     assert w.verdict == "launch-bound"
-    assert records[-1].idle_other_ns == 2 * US  # trailing sync stretch with no next op
+    assert records[-1].idle_other_ns == 0  # the GPU projection ends at the last kernel: no trailing sync stretch
     [summary] = summaries
     assert summary.instances == 5 and summary.verdict == "launch-bound"
     assert summary.kernels == 100
@@ -243,3 +247,116 @@ def test_cli_nsys_rep_without_nsys(
     monkeypatch.delenv("LAUNCHPROBE_NSYS", raising=False)
     assert _cli(["analyze", str(rep)]) == 5
     assert "nsys" in capsys.readouterr().err
+
+
+# --- issue 11: windows as the GPU saw them, idle with no work, typical instances ---------------------------------
+
+
+def test_host_ahead_windows_are_their_own_gpu_work() -> None:
+    # The host queues both steps within 20 us; the GPU runs them 2 ms later, step 1's kernel (another stream)
+    # inside step 0's gap. Each window is its own ops' span and union; the gap filled by step 1 is not idle host wait.
+    ms = 1_000 * US
+    tl = timeline(
+        ops=[(2 * ms, 2 * ms + 10 * US, 1), (2 * ms + 40 * US, 2 * ms + 50 * US, 2),
+             (2 * ms + 15 * US, 2 * ms + 35 * US, 3)],
+        apis=[("cudaLaunchKernel", 1 * US, 3 * US, 1), ("cudaLaunchKernel", 4 * US, 5 * US, 2),
+              ("cudaLaunchKernel", 11 * US, 12 * US, 3)],
+        ranges=[("step 0", 0, 10 * US), ("step 1", 10 * US, 20 * US)],
+    )  # fmt: skip
+    records, [summary] = analyze_timeline(tl, AnalysisOptions(ranges=("step.*",)))
+    w0, w1 = records
+    assert (w0.start_ns, w0.end_ns, w0.span_ns, w0.busy_ns) == (2 * ms, 2 * ms + 50 * US, 50 * US, 20 * US)
+    assert (w0.idle_host_wait_ns, w0.idle_short_gap_ns, w0.idle_other_ns, w0.idle_no_work_ns) == (0, 0, 30 * US, 0)
+    assert (w0.range_start_ns, w0.range_ns, w0.host_ahead_ns) == (0, 10 * US, 2 * ms - 3 * US)
+    assert "evidence against launch-bound" in w0.verdict_reason
+    assert (w1.span_ns, w1.busy_ns, w1.idle_ns, w1.host_ahead_ns) == (20 * US, 20 * US, 0, 2 * ms + 15 * US - 12 * US)
+    assert summary.host_ahead_p50_ns == 2 * ms - 3 * US
+
+
+def _quiet_timeline(thread_states: list[tuple[int, int]] | None = None) -> Timeline:
+    """Two kernels 100 ms apart and no API call between their launches (a server waiting for a request)."""
+    tl = timeline(
+        ops=[(0, 10 * US, 1), (100_000 * US, 100_010 * US, 2)],
+        apis=[("cudaLaunchKernel", 0, 1 * US, 1), ("cudaLaunchKernel", 99_990 * US, 99_995 * US, 2)],
+    )
+    if thread_states is not None:
+        tl.thread_states = pd.DataFrame(
+            {"pid": 1, "tid": 1, "start_ns": [s for s, _ in thread_states], "end_ns": [e for _, e in thread_states]}
+        )
+    return tl
+
+
+def test_quiet_stretch_without_thread_state_is_no_work() -> None:
+    [w], _ = analyze_timeline(_quiet_timeline(), AnalysisOptions())
+    assert w.no_work_source == "quiet-heuristic"
+    assert (w.idle_no_work_ns, w.idle_host_wait_ns) == (99_980 * US, 10 * US)  # until the launch call started
+    assert w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns + w.idle_no_work_ns == w.idle_ns
+    assert w.active_ns == w.span_ns - w.idle_no_work_ns == 30 * US
+    assert w.verdict == "gpu-bound"  # active: 20 us busy of 30 us; never launch-bound for the wait
+    assert w.verdict_reason.startswith("idle: no work issued") and "heuristic" in w.verdict_reason
+    assert w.largest_idle[0].kind == "no_work"
+    [off], _ = analyze_timeline(_quiet_timeline(), AnalysisOptions(quiet_ns=0))  # heuristic off: as before
+    assert (off.idle_no_work_ns, off.idle_host_wait_ns, off.verdict) == (0, 99_990 * US, "launch-bound")
+    [long], _ = analyze_timeline(_quiet_timeline(), AnalysisOptions(quiet_ns=200_000 * US))
+    assert long.idle_no_work_ns == 0
+
+
+def test_quiet_stretch_with_thread_state_counts_only_time_switched_out() -> None:
+    # The launching thread slept 20 us .. 60 ms, then ran (host work, no launch) until it launched at 99.99 ms.
+    tl = _quiet_timeline([(20 * US, 60_000 * US)])
+    [w], _ = analyze_timeline(tl, AnalysisOptions())
+    assert w.no_work_source == "thread-state"
+    assert w.idle_no_work_ns == 60_000 * US - 20 * US
+    # the running part: the host was late
+    assert w.idle_ns is not None and w.idle_host_wait_ns == w.idle_ns - w.idle_no_work_ns
+    assert w.verdict == "launch-bound" and "thread-state" in w.verdict_reason
+    # switched out inside a CUDA call (a blocking sync) is waiting for the GPU, not having no work
+    tl = _quiet_timeline([(0, 1 * US)])
+    [w], _ = analyze_timeline(tl, AnalysisOptions())
+    assert w.idle_no_work_ns == 0
+
+
+def test_summary_reports_the_typical_instance_and_names_outliers() -> None:
+    # step 0 waits 1 ms for its launch (a warm-up); steps 1-4 are GPU-bound.
+    ops, apis, ranges = [], [], []
+    t = 0
+    for i in range(5):
+        wait = 1_000 * US if i == 0 else 0
+        late = t + 2 * US + wait
+        apis += [("cudaLaunchKernel", t, t + 1 * US, 2 * i + 1), ("cudaLaunchKernel", late, late + 1 * US, 2 * i + 2)]
+        ops += [(t + 2 * US, t + 12 * US, 2 * i + 1), (t + 13 * US + wait, t + 23 * US + wait, 2 * i + 2)]
+        ranges.append((f"step {i}", t, t + 25 * US + wait))
+        t += 100 * US + wait
+    records, [s] = analyze_timeline(timeline(ops, apis, ranges), AnalysisOptions(ranges=("step.*",)))
+    assert [r.verdict for r in records] == ["launch-bound"] + ["gpu-bound"] * 4
+    assert [(o.window, o.span_ns) for o in s.outliers] == [("step 0", 1_021 * US)]
+    assert (s.typical_instances, s.verdict, s.totals_verdict) == (4, "gpu-bound", "launch-bound")
+    assert s.span_ns == sum(r.span_ns for r in records)  # totals kept
+    assert s.idle_fraction_p50 == round(1 / 21, 6)
+    assert s.verdict_reason.startswith("typical instance (4 of 5): 4 are gpu-bound") and "step 0" in s.verdict_reason
+
+
+def test_profiler_step_counts_work_of_every_thread_of_its_process() -> None:
+    tl = timeline(
+        ops=[(10, 20, 1), (30, 40, 2)],
+        apis=[("cudaLaunchKernel", 1, 2, 1), ("cudaLaunchKernel", 5, 6, 2, 7)],  # the second from autograd's thread
+        ranges=[("ProfilerStep#3", 0, 25), ("step", 0, 25)],
+    )
+    records, _ = analyze_timeline(tl, AnalysisOptions(ranges=("ProfilerStep#.*", "step")))
+    by = {r.name: r for r in records}
+    assert (by["ProfilerStep#3"].kernels, by["ProfilerStep#3"].attribution) == (2, "process")
+    assert (by["step"].kernels, by["step"].attribution) == (1, "thread")
+    records, _ = analyze_timeline(tl, AnalysisOptions(ranges=("ProfilerStep#.*",), same_thread=True))
+    assert records[0].kernels == 1
+
+
+def test_long_kernel_names_are_shortened_in_tables_only() -> None:
+    from launchprobe.render import render_text
+
+    name = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"  # noqa: E501
+    tl = timeline(ops=[(0, 10, 1)], apis=[("cudaLaunchKernel", 0, 1, 1)])
+    tl.gpu_ops["name"] = name
+    run = build_run(tl, AnalysisOptions())
+    text = render_text(run, "plain", width=200, name_width=40)
+    assert name not in text and "vectorized_elementwise_kernel<…>(…)" in text
+    assert name in render_text(run, "json")

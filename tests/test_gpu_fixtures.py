@@ -9,6 +9,7 @@ sqlite3 and Python loops.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
@@ -34,6 +35,7 @@ BUCKETS = (1, 4)
 LAYER_OPS = ("attn_norm", "qkv", "rotary", "kv_write", "attention", "o_proj", "mlp_norm", "gate_up", "silu_mul", "down")
 LAUNCH_APIS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch"}
 SHORT_GAP_NS = 2_000
+QUIET_NS = 50_000_000  # the no-work heuristic (docs/analysis.md)
 
 
 def _gunzip(name: str, tmp_path: Path) -> Path:
@@ -85,6 +87,26 @@ class Range:
     domain: int
 
 
+def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        elif e > s:
+            out.append((s, e))
+    return out
+
+
+def _measure(merged: list[tuple[int, int]], a: int, b: int) -> int:
+    """How much of the merged intervals lies inside [a, b)."""
+    i = max(bisect.bisect_right(merged, (a, 2**62)) - 1, 0)
+    total = 0
+    while i < len(merged) and merged[i][0] < b:
+        total += max(0, min(b, merged[i][1]) - max(a, merged[i][0]))
+        i += 1
+    return total
+
+
 class Trace:
     def __init__(self, path: Path) -> None:
         conn = sqlite3.connect(path)
@@ -105,6 +127,11 @@ class Trace:
         for start, end, gtid, corr, name_id in conn.execute(query):
             name = re.sub(r"_v\d+$", "", strings[name_id])
             self.calls.setdefault(((gtid >> 24) & 0xFFFFFF, corr), Call(start, end, gtid & 0xFFFFFF, name))
+        self.all_calls: list[tuple[int, int, int]] = []  # (start, end, pid) of every runtime and driver call
+        for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+            if table in tables:
+                for start, end, gtid in conn.execute(f"SELECT start, end, globalTid FROM {table}"):
+                    self.all_calls.append((start, max(start, end), (gtid >> 24) & 0xFFFFFF))
         self.ranges = [
             Range(s, e, (g >> 24) & 0xFFFFFF, g & 0xFFFFFF, t if t is not None else strings[tid], dom or 0)
             for s, e, g, t, tid, dom in conn.execute(
@@ -147,51 +174,49 @@ class Trace:
                 out.append(op)
         return out
 
+    def quiet(self, pid: int) -> list[tuple[int, int]]:
+        """Stretches of at least QUIET_NS with no API call of the process in flight (the no-work heuristic)."""
+        merged = _merge([(s, e) for s, e, p in self.all_calls if p == pid])
+        return [(a, b) for (_, a), (b, _) in zip(merged, merged[1:]) if b - a >= QUIET_NS]
+
     def window(self, rng: Range, device: int) -> dict[str, Any]:
-        mine = [op for op in self.attributed(rng) if op.device == device]
-        lo, hi = rng.start, max(rng.end, max(op.end for op in mine))
-        on_device = sorted((op for op in self.ops if op.device == device), key=lambda op: (op.start, op.end))
-        # busy: union of every op on the device, clipped to the window
-        busy = 0
-        cur: tuple[int, int] | None = None  # the stretch of merged ops being built
-        for op in on_device:
-            s, e = max(op.start, lo), min(op.end, hi)
-            if e <= s:
-                continue
-            if cur is None or s > cur[1]:
-                busy += 0 if cur is None else cur[1] - cur[0]
-                cur = (s, e)
-            else:
-                cur = (cur[0], max(cur[1], e))
-        busy += 0 if cur is None else cur[1] - cur[0]
-        # idle stretches of the whole device, classified, then clipped to the window
-        split = {"host_wait": 0, "short_gap": 0, "other": 0}
-        stretches = []
-        first_call = self.call_of(on_device[0])
-        stretches.append((-(2**62), on_device[0].start, "host_wait" if first_call else "other"))
-        latest = on_device[0].end
-        for op in on_device[1:]:
+        """The GPU projection of the range's own work (issue 11): from its first op's start to its last op's end,
+        busy the union of its own ops, the gaps between them classified; where other ops ran in a gap it is
+        ``other``, and the part of a host-wait gap inside a quiet stretch of the process is no work."""
+        mine = sorted((op for op in self.attributed(rng) if op.device == device), key=lambda op: (op.start, op.end))
+        lo, hi = mine[0].start, max(op.end for op in mine)
+        device_busy = _merge([(op.start, op.end) for op in self.ops if op.device == device])
+        busy = _measure(_merge([(op.start, op.end) for op in mine]), lo, hi)
+        quiet = self.quiet(rng.pid)
+        split = {"host_wait": 0, "short_gap": 0, "other": 0, "no_work": 0}
+        gaps = []
+        latest = mine[0].end
+        for op in mine[1:]:
             if op.start > latest:
+                a, b = latest, op.start
                 call = self.call_of(op)
                 if call is not None and call.end > latest:
                     kind = "host_wait"
                 else:
-                    kind = "short_gap" if op.start - latest < SHORT_GAP_NS else "other"
-                stretches.append((latest, op.start, kind))
+                    kind = "short_gap" if b - a < SHORT_GAP_NS else "other"
+                covered = _measure(device_busy, a, b)  # other windows' work ran here
+                split["other"] += covered
+                free = b - a - covered
+                if kind == "host_wait":
+                    no_work = sum(max(0, min(b, q1) - max(a, q0)) - _measure(device_busy, max(a, q0), min(b, q1))
+                                  for q0, q1 in quiet if q0 < b and q1 > a)  # fmt: skip
+                    split["no_work"] += no_work
+                    free -= no_work
+                split[kind] += free
+                gaps.append(b - a)
             latest = max(latest, op.end)
-        stretches.append((latest, 2**62, "other"))
-        gaps = []
-        for a, b, kind in stretches:
-            length = min(b, hi) - max(a, lo)
-            if length > 0:
-                split[kind] += length
-                gaps.append(length)
         launches = Counter(
             call.name for call in {self.call_of(op) for op in mine} if call is not None and call.name in LAUNCH_APIS
         )
         span = hi - lo
-        idle = span - busy
-        if idle / span >= 0.5:
+        active = span - split["no_work"]
+        idle = active - busy
+        if idle / active >= 0.5:
             verdict = "launch-bound" if split["host_wait"] / idle > 0.5 else "undetermined"
         else:
             verdict = "gpu-bound"
@@ -207,6 +232,7 @@ class Trace:
             "idle_host_wait_ns": split["host_wait"],
             "idle_short_gap_ns": split["short_gap"],
             "idle_other_ns": split["other"],
+            "idle_no_work_ns": split["no_work"],
             "gap_p50_ns": gaps[(len(gaps) + 1) // 2 - 1] if gaps else None,
             "verdict": verdict,
         }
@@ -274,7 +300,7 @@ def test_graph_pieces_per_step(tiny_trace: Trace) -> None:
 
 CHECKED = (
     "start_ns", "end_ns", "span_ns", "busy_ns", "kernels", "gpu_ops", "launches", "idle_host_wait_ns",
-    "idle_short_gap_ns", "idle_other_ns", "gap_p50_ns", "verdict",
+    "idle_short_gap_ns", "idle_other_ns", "idle_no_work_ns", "gap_p50_ns", "verdict",
 )  # fmt: skip
 
 
@@ -286,7 +312,8 @@ def _check_windows(run: AnalyzeRun, trace: Trace, ranges: list[Range]) -> list[W
         assert w.name == rng.name
         ref = trace.window(rng, w.device)
         assert {k: getattr(w, k) for k in CHECKED} == ref, rng.name
-        assert w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns == w.span_ns - w.busy_ns
+        assert w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns + w.idle_no_work_ns == w.idle_ns
+        assert w.range_start_ns == rng.start and w.range_end_ns == rng.end
         assert w.ops_without_launch == 0
     return list(windows)
 
@@ -316,7 +343,7 @@ def test_graph_replayed_kernels_belong_to_their_steps(tiny: Path, tiny_trace: Tr
     prep = prepare(timeline, options)
     ops = timeline.gpu_ops
     for window in range_windows(timeline, prep, options):
-        rng = next(r for r in tiny_trace.ranges if r.name == window.name and r.start == window.start_ns)
+        rng = next(r for r in tiny_trace.ranges if r.name == window.name and r.start == window.range_start)
         graph_calls = [
             corr
             for (pid, corr), call in tiny_trace.calls.items()

@@ -90,7 +90,7 @@ def test_end_to_end_and_pass_through(fake_nsys: Path, tmp_path: Path, capsys: py
         "cuda,nvtx",
         "-s",
         "none",
-        "--cpuctxsw=none",
+        "--cpuctxsw=process-tree",
         "--cuda-graph-trace=node",
         "-o",
     ]

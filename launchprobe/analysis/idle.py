@@ -35,6 +35,7 @@ class DeviceOps:
     starts: Ints
     ends: Ints
     index: Ints  # row in the timeline's gpu_ops for each op here
+    launch_end: Ints  # end of each op's launch call, -1 without one
     max_end: Ints  # running max of ends (ends are not sorted when ops overlap)
     # idle stretches: [idle_start, idle_end), the op (position here) that ends each one, and its class
     idle_start: Ints
@@ -126,6 +127,7 @@ def device_ops(
         starts=s,
         ends=e,
         index=idx,
+        launch_end=lend,
         max_end=max_end,
         idle_start=idle_start.astype(np.int64, copy=False),
         idle_end=idle_end.astype(np.int64, copy=False),

@@ -8,7 +8,7 @@ import numpy as np
 from launchprobe.analysis.steps import Step, StepResult, detect_steps, has_markers, percentile
 from launchprobe.analysis.trace_run import summarize
 from launchprobe.analysis.windows import AnalysisOptions, Prepared, Window, prepare, top_kernels, window_record
-from launchprobe.run.schema import AnalyzeRun, Summary
+from launchprobe.run.schema import AnalyzeRun, OutlierInstance, Summary
 from launchprobe.run.schema import Window as WindowRecord
 from launchprobe.timeline import Timeline
 
@@ -65,7 +65,11 @@ def step_records(
         summary.verdict_reason = f"over its {len(typical)} typical steps: " + summary.verdict_reason.split(": ", 1)[-1]
         hosts = np.array([s.host_end_ns - s.host_start_ns for s, _ in typical], dtype=np.int64)
         summary.host_p50_ns = percentile(hosts, 50)
-        summary.outliers = [f"{r.name} #{r.instance}" for s, r in pairs if s.outlier]
+        summary.outliers = [
+            OutlierInstance(window=f"{r.name} #{r.instance}", span_ns=r.span_ns, busy_ns=r.busy_ns, verdict=r.verdict)
+            for s, r in pairs
+            if s.outlier
+        ]
         rows = np.unique(np.concatenate([s.rows for s, _ in typical]))
         summary.top_kernels = top_kernels(prep, rows, options.top_kernels)
         summaries.append(summary)

@@ -26,6 +26,7 @@ from launchprobe.run.schema import (
     AnalyzeConfigRecord,
     AnalyzeRun,
     Environment,
+    OutlierInstance,
     PooledIdleStretch,
     Source,
     Summary,
@@ -37,9 +38,11 @@ from launchprobe.timeline import Timeline
 
 COUNTER = re.compile(r"(?<=[\s#_:/-])\d+$")  # a trailing instance number after a separator
 SUM_KEYS = (
-    "span_ns", "busy_ns", "idle_ns", "idle_host_wait_ns", "idle_short_gap_ns", "idle_other_ns",
+    "span_ns", "busy_ns", "idle_ns", "idle_host_wait_ns", "idle_short_gap_ns", "idle_other_ns", "idle_no_work_ns",
     "kernels", "gpu_ops", "launch_calls",
 )  # fmt: skip
+OUTLIER_SPAN_RATIO = 3  # an instance whose span is more than 3x the median span is an outlier...
+OUTLIER_MIN_INSTANCES = 3  # ...in a group of at least 3 instances
 
 
 def analyze_timeline(timeline: Timeline, options: AnalysisOptions) -> tuple[list[WindowRecord], list[Summary]]:
@@ -82,6 +85,20 @@ def _pooled(
     return out
 
 
+def outlier_mask(spans: np.ndarray) -> np.ndarray:
+    """Instances whose span is more than OUTLIER_SPAN_RATIO x the median span (inverted-CDF p50), in groups of at
+    least OUTLIER_MIN_INSTANCES: warm-up, compilation, a first call."""
+    if len(spans) < OUTLIER_MIN_INSTANCES:
+        return np.zeros(len(spans), dtype=bool)
+    median = percentiles(spans, (50,))[0] or 0
+    return np.asarray(spans > OUTLIER_SPAN_RATIO * median, dtype=bool)
+
+
+def _median_fraction(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(float(np.median(known)), 6) if known else None
+
+
 def summarize(
     records: list[WindowRecord],
     *,
@@ -100,12 +117,14 @@ def summarize(
             for api, n in r.launches.items():
                 launches[api] = launches.get(api, 0) + n
         means = _mean_metrics(recs)
-        verdict = decide(
+        total_verdict = decide(
             span_ns=totals["span_ns"],
             busy_ns=totals["busy_ns"],
             host_wait_ns=totals["idle_host_wait_ns"],
             short_gap_ns=totals["idle_short_gap_ns"],
             other_ns=totals["idle_other_ns"],
+            no_work_ns=totals["idle_no_work_ns"],
+            no_work_source=next((r.no_work_source for r in recs if r.no_work_source), None),
             metrics=means,
             source_has_metrics=has_metrics,
         )
@@ -115,6 +134,23 @@ def summarize(
         slowest = max(range(len(recs)), key=lambda i: recs[i].span_ns)
         labels = _labels(recs)
         extra = (pooled or {}).get((name, device), {})
+        outlying = outlier_mask(spans)
+        typical = [r for r, o in zip(recs, outlying, strict=True) if not o]
+        verdict, reason = _typical_verdict(typical, len(recs), total_verdict.verdict, total_verdict.reason)
+        aheads = [r.host_ahead_ns for r in typical if r.host_ahead_ns is not None]
+        ranges = [r.range_ns for r in typical if r.range_ns is not None]
+        outliers = [
+            OutlierInstance(window=labels[i], span_ns=recs[i].span_ns, busy_ns=recs[i].busy_ns, verdict=recs[i].verdict)
+            for i in np.flatnonzero(outlying)
+        ]
+        if outliers:
+            median = percentiles(spans, (50,))[0] or 0
+            reason += (
+                f"; outliers (span > {OUTLIER_SPAN_RATIO}x the median {median / 1e6:.3f} ms), not in the typical "
+                "instance: "
+                + ", ".join(f"{o.window} {o.span_ns / 1e6:.3f} ms" for o in outliers[:5])
+                + (f" and {len(outliers) - 5} more" if len(outliers) > 5 else "")
+            )
         out.append(
             Summary(
                 name=name,
@@ -132,14 +168,52 @@ def summarize(
                 kernels_per_instance=round(totals["kernels"] / len(recs), 2),
                 launches=dict(sorted(launches.items(), key=lambda kv: -kv[1])),
                 verdicts=dict(Counter(r.verdict for r in recs).most_common()),
-                verdict=verdict.verdict,
-                verdict_reason=f"over all {len(recs)} instances: {verdict.reason}",
+                verdict=verdict,
+                verdict_reason=reason,
                 slowest=labels[slowest],
                 top_kernels=extra.get("top_kernels", []),
                 largest_idle=_largest_idle(recs, labels, largest),
+                typical_instances=len(typical),
+                idle_fraction_p50=_median_fraction([r.idle_fraction for r in typical]),
+                no_work_fraction_p50=_median_fraction([r.no_work_fraction for r in typical]),
+                host_ahead_p50_ns=percentiles(aheads, (50,))[0],
+                range_p50_ns=percentiles(ranges, (50,))[0],
+                outliers=outliers,
+                totals_verdict=total_verdict.verdict,
             )
         )
     return out
+
+
+def _typical_verdict(
+    typical: list[WindowRecord], instances: int, total_verdict: str, total_reason: str
+) -> tuple[str, str]:
+    """The verdict most typical instances got (ties: the one whose instances have the larger median span), with
+    the typical instance's numbers, and the rule on the totals beside it."""
+    counts = Counter(r.verdict for r in typical)
+    if not counts:
+        return total_verdict, f"over all {instances} instances: {total_reason}"
+    top = max(counts.values())
+    tied = [v for v, n in counts.items() if n == top]
+
+    def median_span(verdict: str) -> float:
+        return float(np.median([r.span_ns for r in typical if r.verdict == verdict]))
+
+    verdict = max(tied, key=median_span) if len(tied) > 1 else tied[0]
+    span_p50 = percentiles([r.span_ns for r in typical], (50,))[0] or 0
+    busy_p50 = percentiles([r.busy_ns for r in typical], (50,))[0] or 0
+    idle_p50 = _median_fraction([r.idle_fraction for r in typical])
+    idle_text = f", idle {100 * idle_p50:.1f}%" if idle_p50 is not None else ""
+    reason = (
+        f"typical instance ({len(typical)} of {instances}): {counts[verdict]} are {verdict}; median span "
+        f"{span_p50 / 1e6:.3f} ms, busy {busy_p50 / 1e6:.3f} ms{idle_text}"
+    )
+    nw = _median_fraction([r.no_work_fraction for r in typical])
+    if nw:
+        reason += f", idle with no work issued {100 * nw:.1f}%"
+    if total_verdict != verdict:
+        reason += f"; the totals over all instances would say {total_verdict} ({total_reason})"
+    return verdict, reason
 
 
 def _labels(recs: list[WindowRecord]) -> list[str]:
@@ -217,6 +291,7 @@ def build_run(
         devices=list(options.devices),
         short_gap_ns=options.short_gap_ns,
         same_thread=options.same_thread,
+        quiet_ns=options.quiet_ns,
     )
     notices = [*meta.get("notices", []), *(extra_notices or [])]
     if options.short_gap_ns != DEFAULT_SHORT_GAP_NS:

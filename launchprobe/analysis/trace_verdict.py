@@ -1,9 +1,12 @@
 """The verdict for a trace window: launch-bound, GPU-bound (memory or compute when metrics say), or undetermined.
 
-Rule (docs/analysis.md): launch-bound when the GPU idles at least half the window and more than half of that idle
-time is host wait. Idle at least half the window but mostly not host wait is undetermined (syncs or dependencies
-starve the GPU, not launches). Otherwise the GPU is the bottleneck: memory-bound or compute-bound from sampled GPU
-metrics (DRAM throughput against SM issue / tensor activity), or plain ``gpu-bound`` when the trace has none.
+Rule (docs/analysis.md), on the window's active time (its span less the idle during which the process issued no
+GPU work, which never makes a window launch-bound): launch-bound when the GPU idles at least half the active time
+and more than half of that idle time is host wait. Idle at least half but mostly not host wait is undetermined
+(syncs or dependencies starve the GPU, not launches). Otherwise the GPU is the bottleneck: memory-bound or
+compute-bound from sampled GPU metrics (DRAM throughput against SM issue / tensor activity), or plain
+``gpu-bound`` when the trace has none. A window mostly idle with no work says so first; a host that queued the
+window's first op far ahead of the GPU is named as evidence against launch-bound.
 """
 
 from __future__ import annotations
@@ -16,6 +19,12 @@ import pandas as pd
 from launchprobe.analysis.verdict import LAUNCH_IDLE_THRESHOLD
 
 HOST_WAIT_SHARE = 0.5  # host wait must be more than this share of the idle time
+MOSTLY_NO_WORK = 0.5  # a window idle with no work issued for at least this share of its span is "mostly no work"
+HOST_AHEAD_FAR_NS = 1_000_000  # the host queued the window's first op at least this long before the GPU ran it
+NO_WORK_RULES = {
+    "thread-state": "its launching threads were switched out, outside any CUDA call (thread-state data)",
+    "quiet-heuristic": "no CUDA API call from the process for >= {quiet} (heuristic: no thread-state data)",
+}
 NO_METRICS_HINT = (
     "memory vs compute is undetermined: the trace has no GPU metrics; re-run under "
     "`launchprobe nsys --gpu-metrics-devices all` (nsys --gpu-metrics-devices) to decide it"
@@ -78,12 +87,60 @@ def decide(
     other_ns: int,
     metrics: MetricMeans | None,
     source_has_metrics: bool,
+    no_work_ns: int = 0,
+    no_work_source: str | None = None,
+    host_ahead_ns: int | None = None,
+    quiet_ns: int | None = None,
+) -> TraceVerdict:
+    """The verdict of a window from its numbers; no-work idle is taken out first (the rule sees the active part),
+    and a host far ahead of the GPU is named as evidence against launch-bound."""
+    if span_ns <= 0 or busy_ns <= 0:
+        return TraceVerdict("undetermined", "no GPU work inside the window, so nothing to classify")
+    core = _decide_active(
+        span_ns=span_ns - no_work_ns,
+        busy_ns=busy_ns,
+        host_wait_ns=host_wait_ns,
+        short_gap_ns=short_gap_ns,
+        other_ns=other_ns,
+        metrics=metrics,
+        source_has_metrics=source_has_metrics,
+        what="the active " if no_work_ns > 0 else "",
+    )
+    reason = core.reason
+    if no_work_ns > 0:
+        rule = NO_WORK_RULES.get(no_work_source or "", "the process issued no GPU work")
+        rule = rule.format(quiet=f"{(quiet_ns or 0) / 1e6:g} ms")
+        share = no_work_ns / span_ns
+        what = f"{no_work_ns / 1e6:.3f} ms ({_pct(share)}) of the {span_ns / 1e6:.3f} ms span idle with no work issued"
+        if share >= MOSTLY_NO_WORK:
+            reason = f"idle: no work issued: {what} ({rule}); its active part: {reason}"
+        else:
+            reason = f"{reason}; not counted: {what} ({rule})"
+    if host_ahead_ns is not None and host_ahead_ns >= HOST_AHEAD_FAR_NS:
+        ahead = f"the host queued the window's first op {host_ahead_ns / 1e6:.3f} ms before the GPU started it"
+        if core.verdict == "launch-bound":
+            reason += f"; but {ahead}: evidence against launch-bound (the GPU had work queued)"
+        else:
+            reason += f"; {ahead} (host ahead of the GPU: evidence against launch-bound)"
+    return TraceVerdict(core.verdict, reason, core.dram_pct, core.compute_pct)
+
+
+def _decide_active(
+    *,
+    span_ns: int,
+    busy_ns: int,
+    host_wait_ns: int,
+    short_gap_ns: int,
+    other_ns: int,
+    metrics: MetricMeans | None,
+    source_has_metrics: bool,
+    what: str = "",
 ) -> TraceVerdict:
     if span_ns <= 0 or busy_ns <= 0:
         return TraceVerdict("undetermined", "no GPU work inside the window, so nothing to classify")
     idle = span_ns - busy_ns
     idle_fraction = idle / span_ns
-    head = f"GPU idle {_pct(idle_fraction)} of {span_ns / 1e6:.3f} ms"
+    head = f"GPU idle {_pct(idle_fraction)} of {what}{span_ns / 1e6:.3f} ms"
     if idle_fraction >= LAUNCH_IDLE_THRESHOLD:
         share = host_wait_ns / idle if idle else 0.0
         split = (
@@ -100,7 +157,7 @@ def decide(
             f"{head}, but {split}: idle >= {_pct(LAUNCH_IDLE_THRESHOLD)} yet mostly not host wait, so neither "
             "launch- nor GPU-bound; the largest idle stretches show what the host was doing (syncs, dependencies)",
         )
-    head = f"GPU busy {_pct(1 - idle_fraction)} of {span_ns / 1e6:.3f} ms (idle < {_pct(LAUNCH_IDLE_THRESHOLD)})"
+    head = f"GPU busy {_pct(1 - idle_fraction)} of {what}{span_ns / 1e6:.3f} ms (idle < {_pct(LAUNCH_IDLE_THRESHOLD)})"
     if metrics is None or metrics.samples == 0 or metrics.dram_pct is None or metrics.compute_pct is None:
         if not source_has_metrics:
             return TraceVerdict("gpu-bound", f"{head} -> GPU-bound; {NO_METRICS_HINT}")

@@ -1,11 +1,12 @@
 """Analysis windows of a trace and the numbers for each: the whole trace, or each instance of matching NVTX ranges,
 per device.
 
-GPU work belongs to a range when its launch call lies inside the range on the same thread (nsys's NVTX projection);
-ops with no launch call in the trace fall back to overlapping the range in time (same process). A range window
-runs from the range's start to its end or the end of the GPU work launched inside it, whichever is later. Busy and
-idle time count every op on the device inside the window (the GPU is busy whoever launched the work); counts,
-launches, queue times and top kernels count only the work attributed to the window. See docs/analysis.md.
+GPU work belongs to a range when its launch call lies inside the range on the same thread (nsys's NVTX projection),
+or on any thread of its process for whole-process steps (``ProfilerStep#N``) and with ``--any-thread``; ops with no
+launch call in the trace fall back to overlapping the range in time (same process). A range window is the range's
+GPU projection: from its first attributed op's start to its last attributed op's end, busy the union of its own
+ops; the host side (the range's own start, end and how far the host ran ahead) is kept beside it. Whole-trace
+windows run from the device's first op to its last and count every op. See docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from launchprobe.analysis.idle import (
     DeviceOps,
     device_ops,
 )
+from launchprobe.analysis.no_work import DEFAULT_QUIET_NS, Coverage, intersect, no_work_intervals
 from launchprobe.analysis.trace_verdict import decide, metric_means
 from launchprobe.errors import NoDataError, UsageError
 from launchprobe.run.schema import Distribution, IdleStretch, Metrics, TopKernel
@@ -38,6 +40,8 @@ Ints = npt.NDArray[np.int64]
 WHOLE_TRACE = "whole trace"
 LAUNCH_CATEGORIES = ("launch", "graph_launch")
 _PID_SHIFT = np.int64(38)  # join key: pid << 38 | correlation id
+WHOLE_PROCESS_STEP = re.compile(r"ProfilerStep#\d+")  # torch.profiler's step: the whole process's work
+NO_WORK = "no_work"  # the kind of an idle stretch that is mostly no work
 
 
 @dataclass(frozen=True)
@@ -45,9 +49,17 @@ class AnalysisOptions:
     ranges: tuple[str, ...] = ()  # regexes matched against the whole range name
     devices: tuple[int, ...] = ()  # empty: every device
     short_gap_ns: int = DEFAULT_SHORT_GAP_NS
-    same_thread: bool = True  # attribute by launch calls on the range's own thread (nsys projection)
+    # attribute by launch calls on the range's own thread (True, nsys projection), of its whole process (False),
+    # or None: the whole process for whole-process steps (ProfilerStep#N), the range's thread otherwise
+    same_thread: bool | None = None
+    quiet_ns: int = DEFAULT_QUIET_NS  # no-work heuristic: no API call of the process for this long
     top_kernels: int = 10
     largest_idle: int = 5
+
+    def same_thread_for(self, name: str) -> bool:
+        if self.same_thread is not None:
+            return self.same_thread
+        return WHOLE_PROCESS_STEP.fullmatch(name) is None
 
 
 @dataclass
@@ -69,9 +81,38 @@ class Prepared:
     api_name: Ints
     api_names: list[str]  # base names (nsys version suffix dropped)
     api_is_launch: npt.NDArray[np.bool_]
+    op_launch_end: Ints = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1 without a launch call
+    short_gap_ns: int = DEFAULT_SHORT_GAP_NS
     devices: dict[int, DeviceOps] = field(default_factory=dict)
     all_rows: Ints | None = None  # a device's ``index`` when it is every op in row order (gathers become views)
+    idle_cov: dict[int, Coverage] = field(default_factory=dict)  # each device's idle between its first and last op
+    no_work_cov: dict[int, Coverage] = field(default_factory=dict)  # the no-work part of that idle
+    no_work_source: dict[int, str] = field(default_factory=dict)
     _api_by_pid: dict[int, tuple[Ints, Ints, Ints]] = field(default_factory=dict)
+    _own: dict[int, DeviceOps] = field(default_factory=dict)
+
+    def own_ops(self, window: Window) -> DeviceOps:
+        """The window's own ops as a device of their own: the device itself for whole-trace windows, and for range
+        windows whose own ops are every op on the device inside them (a synchronous step: no copy needed)."""
+        dev = self.devices[window.device]
+        if window.instance is None:
+            return dev
+        key = id(window)
+        if key not in self._own:
+            rows = window.rows
+            inside = dev.overlapping(window.start_ns, window.end_ns)
+            if inside.stop - inside.start == len(rows):  # candidates include every own op: they are the same
+                self._own[key] = dev
+            else:
+                self._own[key] = device_ops(
+                    window.device,
+                    self.op_start[rows],
+                    self.op_end[rows],
+                    rows,
+                    self.op_launch_end[rows],
+                    short_gap_ns=self.short_gap_ns,
+                )
+        return self._own[key]
 
     def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
         """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
@@ -167,7 +208,54 @@ def prepare(timeline: Timeline, options: AnalysisOptions) -> Prepared:
         if ops_here.index is rows and len(all_devices) == 1:  # in start order already: index is 0..n-1
             prep.all_rows = rows
         prep.devices[dev] = ops_here
+    prep.op_launch_end = launch_end
+    prep.short_gap_ns = options.short_gap_ns
+    _no_work(prep, timeline, options)
     return prep
+
+
+def _no_work(prep: Prepared, timeline: Timeline, options: AnalysisOptions) -> None:
+    """Each device's idle (between its first and last op) and its no-work part: the stretches of the process
+    whose op ends the idle stretch during which it issued no GPU work (analysis.no_work)."""
+    if not len(prep.op_start):
+        return
+    lo = int(min(prep.op_start.min(), prep.api_start.min() if len(prep.api_start) else prep.op_start.min()))
+    hi = int(max(prep.op_end.max(), prep.api_end.max() if len(prep.api_end) else prep.op_end.max()))
+    per_pid: dict[int, tuple[Ints, Ints, str]] = {}
+    for dev, d in prep.devices.items():
+        s, e, nxt = d.idle_start[1:-1], d.idle_end[1:-1], d.idle_next[1:-1]
+        prep.idle_cov[dev] = Coverage(s, e)
+        pids = prep.op_pid[d.index[nxt]] if len(nxt) else np.zeros(0, dtype=np.int64)
+        one = not len(pids) or pids.min() == pids.max()
+        parts_s, parts_e, sources = [], [], []
+        for p in [int(pids[0])] if len(pids) and one else [int(x) for x in np.unique(pids)]:
+            if p not in per_pid:
+                per_pid[p] = _process_no_work(prep, timeline, p, (lo, hi), options.quiet_ns)
+            nws, nwe, source = per_pid[p]
+            sources.append(source)
+            sel = (s, e) if one else (s[pids == p], e[pids == p])
+            a, b = intersect(sel, (nws, nwe))
+            parts_s.append(a)
+            parts_e.append(b)
+        if parts_s:
+            a, b = np.concatenate(parts_s), np.concatenate(parts_e)
+            order = np.argsort(a, kind="stable")
+            prep.no_work_cov[dev] = Coverage(a[order], b[order])
+        else:
+            prep.no_work_cov[dev] = Coverage(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        prep.no_work_source[dev] = sources[0] if len(set(sources)) == 1 else "mixed"
+
+
+def _process_no_work(
+    prep: Prepared, timeline: Timeline, pid: int, bounds: tuple[int, int], quiet_ns: int
+) -> tuple[Ints, Ints, str]:
+    mine = prep.api_pid == pid
+    one = bool(mine.all())
+    starts = prep.api_start if one else prep.api_start[mine]
+    ends = prep.api_end if one else prep.api_end[mine]
+    calls = prep.op_launch[(prep.op_launch >= 0) & (prep.op_pid == pid)]
+    tids = np.unique(prep.api_tid[calls]) if len(calls) else np.zeros(0, dtype=np.int64)
+    return no_work_intervals(starts, ends, tids, timeline.thread_states, pid, bounds, quiet_ns)
 
 
 def _is_launch(category: pd.Series) -> npt.NDArray[np.bool_]:
@@ -223,6 +311,9 @@ class Window:
     instance: int | None = None  # n-th occurrence of this range name
     pid: int | None = None
     tid: int | None = None
+    range_start: int | None = None  # the range on the host
+    range_end: int | None = None
+    attribution: str | None = None  # thread | process
 
 
 def whole_trace_windows(prep: Prepared) -> list[Window]:
@@ -247,7 +338,7 @@ def range_windows(timeline: Timeline, prep: Prepared, options: AnalysisOptions) 
     if not matched:
         raise NoDataError(_never_occurs(options.ranges, names))
     sel = ranges[names.isin(matched).to_numpy()].sort_values(["start_ns", "end_ns"], kind="stable")
-    attribute = _Attributor(prep, options.same_thread)
+    attributors: dict[bool, _Attributor] = {}
     windows: list[Window] = []
     counts: dict[str, int] = {}
     for name, start, end, pid, tid in zip(
@@ -255,14 +346,31 @@ def range_windows(timeline: Timeline, prep: Prepared, options: AnalysisOptions) 
     ):
         instance = counts.get(name, 0)
         counts[name] = instance + 1
-        rows = attribute(int(pid), int(tid), int(start), int(end))
+        same_thread = options.same_thread_for(name)
+        if same_thread not in attributors:
+            attributors[same_thread] = _Attributor(prep, same_thread)
+        rows = attributors[same_thread](int(pid), int(tid), int(start), int(end))
         devices = prep.op_device[rows]
         for dev in prep.devices:
             mine = rows[devices == dev]
             if not len(mine):
                 continue
-            stop = max(int(end), int(prep.op_end[mine].max()))
-            windows.append(Window(name, dev, int(start), stop, mine, instance, int(pid), int(tid)))
+            first, last = int(prep.op_start[mine].min()), int(prep.op_end[mine].max())
+            windows.append(
+                Window(
+                    name,
+                    dev,
+                    first,
+                    last,
+                    mine,
+                    instance,
+                    int(pid),
+                    int(tid),
+                    int(start),
+                    int(end),
+                    "thread" if same_thread else "process",
+                )  # fmt: skip
+            )
     if not windows:
         raise NoDataError(
             f"range(s) {', '.join(sorted(matched))} occur {len(sel)} time(s), but no GPU work on the analysed "
@@ -353,34 +461,83 @@ def distribution(values: npt.ArrayLike) -> Distribution:
 
 
 def window_gaps(window: Window, prep: Prepared) -> Ints:
-    """Lengths of the window's idle stretches (clipped to it)."""
-    i_start, i_end, _, _ = prep.devices[window.device].idle_in(window.start_ns, window.end_ns)
+    """Lengths of the window's idle stretches (between its own ops, clipped to it)."""
+    i_start, i_end, _, _ = prep.own_ops(window).idle_in(window.start_ns, window.end_ns)
     return i_end - i_start
 
 
+@dataclass(frozen=True)
+class IdleSplit:
+    host_wait: int
+    short_gap: int
+    other: int
+    no_work: int
+    per_stretch_no_work: Ints
+
+
+def idle_split(window: Window, prep: Prepared, s: Ints, e: Ints, cls: Ints) -> IdleSplit:
+    """The window's idle stretches (gaps between its own ops) split into host wait, short gaps, other and no work.
+
+    Where the device ran other windows' work during a gap the GPU was not idle: that part is ``other``. No work
+    comes only out of host-wait stretches (nothing was queued): the part during which the process issued none."""
+    lengths = e - s
+    whole = prep.own_ops(window) is prep.devices[window.device]  # no other work on the device in its gaps
+    free = lengths if whole else prep.idle_cov[window.device].within(s, e)  # the device itself idle
+    covered = int(lengths.sum() - free.sum())
+    hw = cls == HOST_WAIT
+    cov = prep.no_work_cov.get(window.device)
+    nw = np.zeros(len(s), dtype=np.int64)
+    if cov is not None and len(cov) and hw.any():
+        nw[hw] = cov.within(s[hw], e[hw])
+    no_work = int(nw.sum())
+    return IdleSplit(
+        host_wait=int(np.sum(free, where=hw)) - no_work,
+        short_gap=int(np.sum(free, where=cls == SHORT_GAP)),
+        other=int(np.sum(free, where=cls == OTHER)) + covered,
+        no_work=no_work,
+        per_stretch_no_work=nw,
+    )
+
+
+def host_ahead(prep: Prepared, rows: Ints) -> int | None:
+    """Queue time of the window's first op that has a launch call: its start minus that call's end."""
+    lend = prep.op_launch_end[rows]
+    have = rows[lend >= 0]
+    if not len(have):
+        return None
+    first = have[np.argmin(prep.op_start[have])]
+    return int(prep.op_start[first] - prep.op_launch_end[first])
+
+
 def window_record(window: Window, prep: Prepared, timeline: Timeline, options: AnalysisOptions) -> WindowRecord:
-    dev = prep.devices[window.device]
+    own = prep.own_ops(window)
     ws, we = window.start_ns, window.end_ns
     span = we - ws
-    i_start, i_end, i_next, i_cls = dev.idle_in(ws, we)
+    i_start, i_end, i_next, i_cls = own.idle_in(ws, we)
     lengths = i_end - i_start
     # the idle stretches are the complement of the ops' union, so clipped to the window they add up with it
     busy = span - int(lengths.sum())
-    split = [int(np.sum(lengths, where=i_cls == c)) for c in (HOST_WAIT, SHORT_GAP, OTHER)]
+    split = idle_split(window, prep, i_start, i_end, i_cls)
     rows = window.rows
     kinds = _take(prep.op_kind, rows, prep)
     launch = _launch_numbers(prep, rows)
     metrics = metric_means(timeline.metrics, window.device, ws, we)
+    ahead = None if window.instance is None else host_ahead(prep, window.rows)
     verdict = decide(
         span_ns=span,
         busy_ns=busy,
-        host_wait_ns=split[0],
-        short_gap_ns=split[1],
-        other_ns=split[2],
+        host_wait_ns=split.host_wait,
+        short_gap_ns=split.short_gap,
+        other_ns=split.other,
+        no_work_ns=split.no_work,
+        no_work_source=prep.no_work_source.get(window.device),
+        host_ahead_ns=ahead,
+        quiet_ns=options.quiet_ns,
         metrics=metrics,
         source_has_metrics=timeline.metrics is not None and len(timeline.metrics) > 0,
     )
     gap_p50, gap_p90, gap_p99 = percentiles(lengths, (50, 90, 99))
+    ranged = window.range_start is not None and window.range_end is not None
     return WindowRecord(
         name=window.name,
         device=window.device,
@@ -398,16 +555,27 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         busy_ns=busy,
         idle_ns=span - busy,
         idle_fraction=round((span - busy) / span, 6) if span > 0 else None,
-        idle_host_wait_ns=split[0],
-        idle_short_gap_ns=split[1],
-        idle_other_ns=split[2],
+        idle_host_wait_ns=split.host_wait,
+        idle_short_gap_ns=split.short_gap,
+        idle_other_ns=split.other,
+        idle_no_work_ns=split.no_work,
+        no_work_fraction=round(split.no_work / span, 6) if span > 0 else None,
+        no_work_source=prep.no_work_source.get(window.device),
+        active_ns=span - split.no_work,
+        range_start_ns=window.range_start,
+        range_end_ns=window.range_end,
+        range_ns=window.range_end - window.range_start if ranged else None,  # type: ignore[operator]
+        host_ahead_ns=ahead,
+        attribution=window.attribution,
         idle_stretches=len(lengths),
         gap_p50_ns=gap_p50,
         gap_p90_ns=gap_p90,
         gap_p99_ns=gap_p99,
         gap_max_ns=int(lengths.max()) if len(lengths) else None,
         top_kernels=top_kernels(prep, rows, options.top_kernels),
-        largest_idle=_largest_idle(prep, dev, i_start, i_end, i_next, i_cls, options.largest_idle, lengths),
+        largest_idle=_largest_idle(
+            prep, own, i_start, i_end, i_next, i_cls, options.largest_idle, lengths, split.per_stretch_no_work
+        ),
         metrics=None
         if metrics is None
         else Metrics(
@@ -517,6 +685,7 @@ def _largest_idle(
     cls: Ints,
     top: int,
     lengths: Ints | None = None,
+    no_work: Ints | None = None,
 ) -> list[IdleStretch]:
     if not len(starts) or top <= 0:
         return []
@@ -535,12 +704,14 @@ def _largest_idle(
         launch = int(prep.op_launch[row]) if row >= 0 else -1
         pid = int(prep.op_pid[row]) if row >= 0 else int(prep.op_pid[dev.index[-1]])
         host = prep.api_in_flight(pid, a, b)
+        nw = int(no_work[i]) if no_work is not None else 0
         out.append(
             IdleStretch(
                 start_ns=a,
                 end_ns=b,
                 duration_ns=b - a,
-                kind=CLASS_NAMES[int(cls[i])],
+                kind=NO_WORK if 2 * nw >= b - a and nw else CLASS_NAMES[int(cls[i])],
+                no_work_ns=nw,
                 next_op=prep.op_names[int(prep.op_name[row])] if row >= 0 else None,
                 next_launch=prep.api_names[int(prep.api_name[launch])] if launch >= 0 else None,
                 host_api_in_flight=prep.api_names[int(prep.api_name[host])] if host >= 0 else None,

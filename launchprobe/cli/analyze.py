@@ -11,7 +11,9 @@ from typing import Any
 import click
 
 from launchprobe.analysis.idle import DEFAULT_SHORT_GAP_NS
+from launchprobe.analysis.no_work import DEFAULT_QUIET_NS
 from launchprobe.cli.output import check_outputs, emit_run, output_options
+from launchprobe.names import DEFAULT_NAME_WIDTH
 
 EPILOG = """\b
 Examples:
@@ -54,9 +56,30 @@ def analysis_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Idle stretches shorter than this (with work queued) count as short gaps.",
         ),
         click.option(
+            "--quiet-ns",
+            type=click.IntRange(min=0),
+            default=DEFAULT_QUIET_NS,
+            show_default=True,
+            help="Without thread-state data: idle during which the process made no CUDA API call for this long "
+            "counts as no work issued (a heuristic; 0 turns it off).",
+        ),
+        click.option(
             "--any-thread",
             is_flag=True,
-            help="Attribute GPU work launched from any thread of the range's process, not only its own thread.",
+            help="Attribute GPU work launched from any thread of the range's process, not only its own thread "
+            "(the default for whole-process steps, ProfilerStep#N).",
+        ),
+        click.option(
+            "--same-thread",
+            is_flag=True,
+            help="Attribute only GPU work launched from the range's own thread, ProfilerStep#N included.",
+        ),
+        click.option(
+            "--name-width",
+            type=click.IntRange(min=8),
+            default=DEFAULT_NAME_WIDTH,
+            show_default=True,
+            help="Kernel names in tables are shortened to this many characters (JSON and CSV keep them whole).",
         ),
         click.option("--nsys", "nsys_path", metavar="PATH", help="nsys binary (default: $LAUNCHPROBE_NSYS, PATH)."),
     ]
@@ -65,11 +88,24 @@ def analysis_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return output_options("Overwrite existing output files (and stale exports).")(func)
 
 
-def make_options(ranges: tuple[str, ...], devices: tuple[int, ...], short_gap_ns: int, any_thread: bool) -> Any:
+def make_options(
+    ranges: tuple[str, ...],
+    devices: tuple[int, ...],
+    short_gap_ns: int,
+    any_thread: bool,
+    same_thread: bool = False,
+    quiet_ns: int = DEFAULT_QUIET_NS,
+) -> Any:
     from launchprobe.analysis.windows import AnalysisOptions
 
+    if any_thread and same_thread:
+        raise click.UsageError("choose one of --any-thread and --same-thread")
     return AnalysisOptions(
-        ranges=tuple(ranges), devices=tuple(devices), short_gap_ns=short_gap_ns, same_thread=not any_thread
+        ranges=tuple(ranges),
+        devices=tuple(devices),
+        short_gap_ns=short_gap_ns,
+        same_thread=False if any_thread else True if same_thread else None,
+        quiet_ns=quiet_ns,
     )
 
 
@@ -97,7 +133,10 @@ def analyze(
     ranges: tuple[str, ...],
     devices: tuple[int, ...],
     short_gap_ns: int,
+    quiet_ns: int,
     any_thread: bool,
+    same_thread: bool,
+    name_width: int,
     nsys_path: str | None,
     fmt: str | None,
     output: Path | None,
@@ -113,7 +152,7 @@ def analyze(
 
     check_outputs(output, force)
     timeline = load_trace(trace, nsys=nsys_path, keep_sqlite=not remove_sqlite, force=force)
-    options = make_options(ranges, devices, short_gap_ns, any_thread)
+    options = make_options(ranges, devices, short_gap_ns, any_thread, same_thread, quiet_ns)
     run = build_run(timeline, options)
     add_steps(run, timeline, options, resolve_mode(steps, timeline, ranges))
-    emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
+    emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir, name_width=name_width)

@@ -46,7 +46,9 @@ def check_outputs(output: Path | None, force: bool) -> None:
         check_writable(output, force)
 
 
-def emit_run(run: Run, *, fmt: str | None, output: Path | None, force: bool, plot_dir: Path | None) -> None:
+def emit_run(
+    run: Run, *, fmt: str | None, output: Path | None, force: bool, plot_dir: Path | None, name_width: int | None = None
+) -> None:
     """Save the run (``--output``), write its plots (``--plot``) and print its report."""
     from launchprobe.render import emit
 
@@ -56,4 +58,4 @@ def emit_run(run: Run, *, fmt: str | None, output: Path | None, force: bool, plo
         from launchprobe.render.plots import write_plots
 
         write_plots(run, plot_dir, force=force)
-    emit(run, fmt=fmt, output=None)
+    emit(run, fmt=fmt, output=None, name_width=name_width)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from launchprobe.names import DEFAULT_NAME_WIDTH
 from launchprobe.render import FORMATS
 
 
@@ -15,7 +16,16 @@ from launchprobe.render import FORMATS
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write here (markdown appends to it).")
 @click.option("--force", is_flag=True, help="Overwrite an existing --output file or plots.")
 @click.option("--plot", "plot_dir", type=click.Path(path_type=Path, file_okay=False), help="Write PNGs here.")
-def report(run_file: Path, fmt: str | None, output: Path | None, force: bool, plot_dir: Path | None) -> None:
+@click.option(
+    "--name-width",
+    type=click.IntRange(min=8),
+    default=DEFAULT_NAME_WIDTH,
+    show_default=True,
+    help="Analyze runs: kernel names in tables shortened to this many characters.",
+)
+def report(
+    run_file: Path, fmt: str | None, output: Path | None, force: bool, plot_dir: Path | None, name_width: int
+) -> None:
     """Re-render RUN.json (from classify or analyze) as a table, plain text, markdown, JSON or CSV.
 
     \b
@@ -29,7 +39,7 @@ def report(run_file: Path, fmt: str | None, output: Path | None, force: bool, pl
     from launchprobe.run.files import load_run
 
     run = load_run(run_file)
-    emit(run, fmt=fmt, output=output, force=force)
+    emit(run, fmt=fmt, output=output, force=force, name_width=name_width)
     if plot_dir is not None:
         from launchprobe.console import stderr_console
         from launchprobe.render.plots import write_plots

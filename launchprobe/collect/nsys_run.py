@@ -25,7 +25,12 @@ from launchprobe.errors import CommandNotFoundError, MissingToolError, UsageErro
 if TYPE_CHECKING:
     from launchprobe.timeline import Timeline
 
-BASE_ARGS = ("-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", "--cuda-graph-trace=node")
+# Thread scheduling (--cpuctxsw=process-tree, SCHED_EVENTS) is on by default: it is what tells idle with no work
+# from the host being late (docs/analysis.md); measured cost on a server-shaped workload +31% step time under nsys
+# against +22% without it (docs/performance.md). ProfileOptions.thread_state=False records --cpuctxsw=none.
+THREAD_STATE_ARG = "--cpuctxsw=process-tree"
+NO_THREAD_STATE_ARG = "--cpuctxsw=none"
+BASE_ARGS = ("-t", "cuda,nvtx", "-s", "none", THREAD_STATE_ARG, "--cuda-graph-trace=node")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class ProfileOptions:
     extra_args: tuple[str, ...] = ()
     force: bool = False
     nsys: str | None = None
+    thread_state: bool = True  # --cpuctxsw=process-tree (False: --cpuctxsw=none)
 
     def __post_init__(self) -> None:
         check_name(self.name)
@@ -100,7 +106,8 @@ def check_command(command: list[str]) -> None:
 
 
 def profile_argv(nsys: str, options: ProfileOptions, command: list[str]) -> list[str]:
-    argv = [nsys, "profile", *BASE_ARGS, "-o", str(options.directory / options.name)]
+    base = [a if options.thread_state or a != THREAD_STATE_ARG else NO_THREAD_STATE_ARG for a in BASE_ARGS]
+    argv = [nsys, "profile", *base, "-o", str(options.directory / options.name)]
     argv.append(f"--force-overwrite={'true' if options.force else 'false'}")
     if options.capture_nvtx:
         argv += ["--capture-range=nvtx", f"--nvtx-capture={options.capture_nvtx}"]

@@ -28,6 +28,7 @@ from launchprobe.timeline import (
     GPU_OP_COLUMNS,
     METRIC_COLUMNS,
     RANGE_COLUMNS,
+    THREAD_STATE_COLUMNS,
     Timeline,
     api_category,
     conform,
@@ -41,6 +42,7 @@ RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER_TABLE = "CUPTI_ACTIVITY_KIND_DRIVER"
 GRAPH_TRACE_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NVTX_TABLE = "NVTX_EVENTS"
+SCHED_TABLE = "SCHED_EVENTS"
 NVTX_PUSH_POP = 59
 NVTX_START_END = 60
 NVTX_DOMAIN_CREATE = 75
@@ -137,6 +139,7 @@ def _read(conn: sqlite3.Connection, path: Path, with_metrics: bool) -> Timeline:
         api_calls=_runtime(conn, path, tables, strings),
         ranges=_nvtx(conn, path, tables, strings),
         metrics=metrics,
+        thread_states=_thread_states(conn, path, tables),
         meta=meta,
     )
 
@@ -160,6 +163,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     RUNTIME_TABLE: ("start", "end", "nameId"),
     DRIVER_TABLE: ("start", "end", "nameId"),
     NVTX_TABLE: ("start", "end", "eventType"),
+    SCHED_TABLE: ("start", "isSchedIn", "globalTid"),
     "StringIds": ("id", "value"),
     "GPU_METRICS": ("timestamp", "metricId", "value"),
     "TARGET_INFO_GPU_METRICS": ("metricId", "metricName"),
@@ -535,6 +539,50 @@ def _nvtx(conn: sqlite3.Connection, path: Path, tables: set[str], strings: dict[
     )
     _check_times(path, NVTX_TABLE, frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy())
     return conform(frame, RANGE_COLUMNS)
+
+
+# --- thread scheduling ------------------------------------------------------------------------------------------
+
+
+def _thread_states(conn: sqlite3.Connection, path: Path, tables: set[str]) -> pd.DataFrame | None:
+    """Each thread's switched-out stretches from ``SCHED_EVENTS`` (``--cpuctxsw=process-tree``): from a sched-out
+    event to the thread's next sched-in. A sched-out with no later sched-in (asleep at the end) runs to the last
+    event of the table; a leading sched-in (switched out since before the capture) is dropped. None when the trace
+    has no scheduling data."""
+    if not _has_rows(conn, tables, SCHED_TABLE):
+        return None
+    _require(conn, path, SCHED_TABLE)
+    _check_integers(conn, path, SCHED_TABLE, ["start", "isSchedIn", "globalTid"])
+    start, sched_in, gtid = _read_ints(
+        conn, SCHED_TABLE, ["start", "(coalesce(isSchedIn, 1) != 0)", "coalesce(globalTid, 0)"]
+    )
+    _check_times(path, SCHED_TABLE, start)
+    order = np.lexsort((start, gtid))
+    start, sched_in, gtid = start[order], sched_in[order], gtid[order]
+    n = len(start)
+    nxt = np.arange(1, n + 1)
+    same = np.zeros(n, dtype=bool)
+    if n > 1:
+        same[:-1] = gtid[1:] == gtid[:-1]
+    last = int(start.max()) if n else 0
+    out = np.flatnonzero(sched_in == 0)
+    # the next event of the same thread ends the stretch when it is a sched-in; a repeated sched-out is skipped
+    has_next = same[out]
+    ends = np.full(len(out), last, dtype=np.int64)
+    follow = nxt[out[has_next]]
+    ends[has_next] = start[follow]
+    keep = ~has_next.copy()
+    keep[has_next] = sched_in[follow] != 0
+    out, ends = out[keep], ends[keep]
+    frame = pd.DataFrame(
+        {
+            "pid": (gtid[out] >> 24) & 0xFFFFFF,
+            "tid": gtid[out] & 0xFFFFFF,
+            "start_ns": start[out],
+            "end_ns": np.maximum(ends, start[out]),
+        }
+    )
+    return conform(frame, THREAD_STATE_COLUMNS)
 
 
 # --- GPU metrics ------------------------------------------------------------------------------------------------

@@ -29,25 +29,25 @@ def pick_format(fmt: str | None, output: Path | None) -> str:
     return "table"
 
 
-def build_report(run: Run) -> Any:
-    """The Report for a run of either kind."""
+def build_report(run: Run, *, name_width: int | None = None) -> Any:
+    """The Report for a run of either kind; ``name_width``: kernel names in analyze tables (default 60)."""
     if isinstance(run, AnalyzeRun):
         from launchprobe.render import analyze
 
-        return analyze.build(run)
+        return analyze.build(run, name_width=name_width)
     from launchprobe.render import classify
 
     return classify.build(run)
 
 
-def render_table(run: Run, console: Console) -> None:
+def render_table(run: Run, console: Console, *, name_width: int | None = None) -> None:
     """The terminal report; plain ASCII when the console is not a TTY or NO_COLOR is set."""
     from launchprobe.render.terminal import print_report
 
-    print_report(build_report(run), console)
+    print_report(build_report(run, name_width=name_width), console)
 
 
-def render_text(run: Run, fmt: str, *, width: int | None = None) -> str:
+def render_text(run: Run, fmt: str, *, width: int | None = None, name_width: int | None = None) -> str:
     """The run rendered as a string: plain/table (plain text), markdown, json or csv."""
     if fmt == "json":
         from launchprobe.run.files import dumps_run
@@ -60,8 +60,8 @@ def render_text(run: Run, fmt: str, *, width: int | None = None) -> str:
     if fmt == "markdown":
         from launchprobe.render.markdown import report_markdown
 
-        return report_markdown(build_report(run))
-    return plain_text(lambda console: render_table(run, console), width=width)
+        return report_markdown(build_report(run, name_width=name_width))
+    return plain_text(lambda console: render_table(run, console, name_width=name_width), width=width)
 
 
 def plain_text(draw: Any, *, width: int | None = None) -> str:
@@ -80,11 +80,12 @@ def emit(
     output: Path | None,
     console: Console | None = None,
     force: bool = False,
+    name_width: int | None = None,
 ) -> None:
     """Render ``run`` to the console or to ``output`` (json: save_run; markdown appends to a file)."""
     fmt = pick_format(fmt, output)
     if output is not None:
-        write_output(run, fmt, output, force=force)
+        write_output(run, fmt, output, force=force, name_width=name_width)
         return
     if console is None:
         from launchprobe.console import make_console
@@ -95,9 +96,9 @@ def emit(
             from launchprobe.console import make_console
 
             console = make_console(console.file, plain=True, width=console.width)  # type: ignore[arg-type]
-        render_table(run, console)
+        render_table(run, console, name_width=name_width)
     else:
-        console.out(render_text(run, fmt), highlight=False, end="")
+        console.out(render_text(run, fmt, name_width=name_width), highlight=False, end="")
 
 
 def _is_plain(console: Console) -> bool:
@@ -106,13 +107,13 @@ def _is_plain(console: Console) -> bool:
     return is_plain(console)
 
 
-def write_output(run: Run, fmt: str, output: Path, *, force: bool = False) -> None:
+def write_output(run: Run, fmt: str, output: Path, *, force: bool = False, name_width: int | None = None) -> None:
     if fmt == "json":
         from launchprobe.run.files import save_run
 
         save_run(run, output, force=force)
         return
-    write_text(render_text(run, fmt), output, append=fmt == "markdown", force=force)
+    write_text(render_text(run, fmt, name_width=name_width), output, append=fmt == "markdown", force=force)
 
 
 def write_text(text: str, output: Path, *, append: bool = False, force: bool = False) -> None:

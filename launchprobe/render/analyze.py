@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+import msgspec
+
+from launchprobe.names import DEFAULT_NAME_WIDTH, short_kernel_name
 from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Table
-from launchprobe.run.schema import AnalyzeRun, Record, Summary, Window
+from launchprobe.run.schema import AnalyzeRun, IdleStretch, PooledIdleStretch, Record, Summary, TopKernel, Window
 
 SOURCE_KEYS_SHOWN = ("path", "format")
 FEW_WINDOWS = 12  # up to this many windows, show every one
 SLOWEST = 8  # otherwise, the slowest this many
+MOSTLY_NO_WORK = 0.5  # as analysis.trace_verdict: a window idle with no work issued for half its span says so
 
 
 def _names(rows: list[Window]) -> list[str]:
@@ -27,7 +31,9 @@ def _names(rows: list[Window]) -> list[str]:
     return [f"{w.name} #{w.instance}" if counts[w.name] > 1 and w.instance is not None else w.name for w in rows]
 
 
-def build(run: AnalyzeRun) -> Report:
+def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
+    """The report; kernel names in the tables are shortened to ``name_width`` characters (default 60)."""
+    width = name_width or DEFAULT_NAME_WIDTH
     report = Report(title="launchprobe analyze")
     report.fields = _header(run)
     report.notices = list(run.notices)
@@ -48,7 +54,7 @@ def build(run: AnalyzeRun) -> Report:
         reasons += [f"{w.label}: {w.verdict_reason}" for w in rows if w.verdict_reason]
     if reasons:
         report.blocks.append(Lines("Why each verdict", reasons))
-    report.blocks += _lists(shown, groups, rows)
+    report.blocks += _lists(shown, groups, rows, width)
     return report
 
 
@@ -74,6 +80,14 @@ def _verdicts(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} {v.integer(n)}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def _typical_verdict(g: Summary) -> str:
+    """The verdict most typical instances got, with how many did (``launch-bound 27/28``)."""
+    if not g.verdicts:
+        return v.text(g.verdict)
+    count = g.verdicts.get(g.verdict)
+    return f"{g.verdict} {v.integer(count)}/{v.integer(g.instances)}" if count is not None else v.text(g.verdict)
+
+
 def _ranges_table(groups: list[Summary]) -> Table:
     body = [
         [
@@ -81,22 +95,36 @@ def _ranges_table(groups: list[Summary]) -> Table:
             v.text(g.device),
             v.integer(g.instances),
             *(v.fixed(x, 3, 1e-6) for x in (g.span_p50_ns, g.span_p90_ns, g.busy_p50_ns, g.busy_p90_ns)),
-            v.percent(g.idle_fraction),
+            v.percent(g.idle_fraction_p50 if g.idle_fraction_p50 is not None else g.idle_fraction),
             v.percent(g.share(g.idle_host_wait_ns)),
             v.percent(g.share(g.idle_short_gap_ns)),
             v.percent(g.share(g.idle_other_ns)),
+            v.percent(g.share(g.idle_no_work_ns)),
             v.sig(g.gap_p50_ns, 1e-3),
-            v.sig(g.gap_p90_ns, 1e-3),
-            _verdicts(g.verdicts),
+            v.fixed(g.host_ahead_p50_ns, 3, 1e-6),
+            _typical_verdict(g),
+            v.integer(len(g.outliers)),
         ]
         for g in groups
     ]
     columns = [
-        "range", "dev", "count", "span p50\nms", "span p90\nms", "busy p50\nms", "busy p90\nms", "idle",
-        "host\nwait", "short\ngaps", "other\nidle", "gap p50\nus", "gap p90\nus", "verdicts",
+        "range", "dev", "count", "span p50\nms", "span p90\nms", "busy p50\nms", "busy p90\nms", "idle\np50",
+        "host\nwait", "short\ngaps", "other\nidle", "no\nwork", "gap p50\nus", "ahead\np50 ms", "verdict",
+        "out-\nliers",
     ]  # fmt: skip
-    note = "totals over each name's windows (<n>: an instance number), as shares of their span; gaps: all idle"
-    return Table(title="Ranges", columns=columns, rows=body, align="llrrrrrrrrrrrl", note=note)
+    note = (
+        "each name's windows (<n>: an instance number); idle p50 and verdict: the typical instance (outliers, span > "
+        "3x the median, left out); idle split: totals as shares of their span; ahead: how long the host queued the "
+        "first op before the GPU ran it"
+    )
+    return Table(title="Ranges", columns=columns, rows=body, align="llrrrrrrrrrrrrlr", note=note)
+
+
+def _verdict_cell(w: Window) -> str:
+    verdict = v.text(w.verdict)
+    if w.no_work_fraction is not None and w.no_work_fraction >= MOSTLY_NO_WORK:
+        return f"{verdict}, mostly no work"
+    return verdict
 
 
 def _windows_table(rows: list[Window], names: list[str], total: int) -> Table:
@@ -113,20 +141,27 @@ def _windows_table(rows: list[Window], names: list[str], total: int) -> Table:
             v.percent(w.share(w.idle_host_wait_ns)),
             v.percent(w.share(w.idle_short_gap_ns)),
             v.percent(w.share(w.idle_other_ns)),
-            v.text(w.verdict),
+            v.percent(w.share(w.idle_no_work_ns)),
+            v.fixed(w.range_ns, 3, 1e-6),
+            v.fixed(w.host_ahead_ns, 3, 1e-6),
+            _verdict_cell(w),
         ]
         for w, name in zip(rows, names, strict=True)
     ]
     columns = [
         "window", "dev", "kernels", "GPU\nops", "kernels\n/launch", "span\nms", "busy\nms", "idle",
-        "host\nwait", "short\ngaps", "other\nidle", "verdict",
+        "host\nwait", "short\ngaps", "other\nidle", "no\nwork", "range\nms", "ahead\nms", "verdict",
     ]  # fmt: skip
-    note = "idle split as shares of the span: host wait (launch came after the GPU went idle), short gaps, other"
+    note = (
+        "span and busy: the window's own GPU work; idle split as shares of the span: host wait (launch came after "
+        "the GPU went idle), short gaps, other, no work (the process issued none); range: the range on the host; "
+        "ahead: how long the host queued the first op before the GPU ran it"
+    )
     title = "Windows"
     if total > len(rows):
         title = f"Slowest {len(rows)} of {total} windows"
         note = f"{total - len(rows)} more windows in the JSON/CSV (--format json, --format csv); {note}"
-    return Table(title=title, columns=columns, rows=body, align="llrrrrrrrrrl", note=note)
+    return Table(title=title, columns=columns, rows=body, align="llrrrrrrrrrrrrl", note=note)
 
 
 def _gaps_table(rows: list[Window], names: list[str]) -> Table:
@@ -139,7 +174,21 @@ def _gaps_table(rows: list[Window], names: list[str]) -> Table:
     return Table(title="Gaps before each GPU op, and launches", columns=columns, rows=body, align="llrrrrl")
 
 
-def _lists(shown: list[Window], groups: list[Summary], rows: list[Window]) -> list[Block]:
+def _short_names(records: Sequence[Record] | None, width: int) -> Sequence[Record] | None:
+    """Kernel names (top kernels' ``name``, idle stretches' ``next_op``) shortened for a table."""
+    if not records:
+        return records
+    out: list[Record] = []
+    for r in records:
+        if isinstance(r, TopKernel):
+            r = msgspec.structs.replace(r, name=short_kernel_name(r.name, width))
+        elif isinstance(r, IdleStretch | PooledIdleStretch) and r.next_op:
+            r = msgspec.structs.replace(r, next_op=short_kernel_name(r.next_op, width))
+        out.append(r)
+    return out
+
+
+def _lists(shown: list[Window], groups: list[Summary], rows: list[Window], width: int) -> list[Block]:
     """Top kernels and largest idle stretches: once per range name (pooled over its windows; the slowest window's
     in runs saved before pooling) or, for whole-trace windows, per window shown."""
     blocks: list[Block] = []
@@ -152,12 +201,12 @@ def _lists(shown: list[Window], groups: list[Summary], rows: list[Window]) -> li
                     mine = [w for w in rows if w.name == g.name and w.device == g.device]
                     slowest = max(mine, key=lambda w: w.span_ns, default=None)
                     records, label = (getattr(slowest, key) if slowest else None), f"{g.label}, slowest window"
-                table = common.records_table(f"{title}: {label}", records)
+                table = common.records_table(f"{title}: {label}", _short_names(records, width))
                 if table is not None:
                     blocks.append(table)
             continue
         for w in shown:
-            table = common.records_table(f"{title}: {w.label}", getattr(w, key))
+            table = common.records_table(f"{title}: {w.label}", _short_names(getattr(w, key), width))
             if table is not None:
                 blocks.append(table)
     return blocks

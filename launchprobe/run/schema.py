@@ -389,7 +389,8 @@ class AnalyzeConfigRecord(Record, kw_only=True):
     steps: str | None = None  # --steps as resolved: annotations | auto | off (absent in older files)
     devices: list[int] | None = None
     short_gap_ns: int | None = None
-    same_thread: bool | None = None
+    same_thread: bool | None = None  # None: auto (whole-process for ProfilerStep#N ranges, else the range's thread)
+    quiet_ns: int | None = None  # the no-work heuristic's threshold (traces without thread-state data)
 
 
 class Distribution(Record, kw_only=True):
@@ -417,6 +418,7 @@ class IdleStretch(Record, kw_only=True):
     next_op: str | None = None
     next_launch: str | None = None
     host_api_in_flight: str | None = None
+    no_work_ns: int = 0  # the part during which the process issued no GPU work (kind no_work when >= half)
 
 
 class PooledIdleStretch(Record, kw_only=True):
@@ -430,6 +432,16 @@ class PooledIdleStretch(Record, kw_only=True):
     next_op: str | None = None
     next_launch: str | None = None
     host_api_in_flight: str | None = None
+    no_work_ns: int = 0
+
+
+class OutlierInstance(Record, kw_only=True):
+    """An instance of a range summary left out of its typical instance (warm-up, compilation, first call)."""
+
+    window: str
+    span_ns: int
+    busy_ns: int
+    verdict: str
 
 
 class Metrics(Record, kw_only=True):
@@ -476,6 +488,15 @@ class Window(Record, kw_only=True):
     top_kernels: list[TopKernel] = msgspec.field(default_factory=list)
     largest_idle: list[IdleStretch] = msgspec.field(default_factory=list)
     metrics: Metrics | None = None
+    idle_no_work_ns: int = 0
+    no_work_fraction: float | None = None
+    no_work_source: str | None = None  # thread-state | quiet-heuristic (how idle_no_work_ns was found)
+    active_ns: int | None = None  # span_ns - idle_no_work_ns: what the verdict rule works on
+    range_start_ns: int | None = None  # the range on the host (null for whole-trace windows)
+    range_end_ns: int | None = None
+    range_ns: int | None = None
+    host_ahead_ns: int | None = None  # queue time of the window's first op: its start - its launch call's end
+    attribution: str | None = None  # thread | process: whose launch calls inside the range count
     # detected steps (--steps): the window is the period the step owns, from the end of the previous step's work
     step_kind: str | None = None  # its kind's label
     detected_by: str | None = None  # the signal that cut it
@@ -524,11 +545,17 @@ class Summary(Record, kw_only=True):
     slowest: str | None = None
     top_kernels: list[TopKernel] | None = None  # None in runs saved before pooling
     largest_idle: list[PooledIdleStretch] | None = None
-    # one kind of detected step (--steps); instances and the percentiles exclude its outliers
+    idle_no_work_ns: int = 0
+    typical_instances: int | None = None  # instances that are not outliers
+    idle_fraction_p50: float | None = None  # median idle share of the typical instances
+    no_work_fraction_p50: float | None = None
+    host_ahead_p50_ns: int | None = None
+    range_p50_ns: int | None = None
+    outliers: list[OutlierInstance] = msgspec.field(default_factory=list)
+    totals_verdict: str | None = None  # the rule applied to the totals over all instances (the old summary verdict)
     step_kind: str | None = None  # e.g. "decode, graph replay, 84 ops"
     detected_by: str | None = None  # annotation, or the structural signal with its detail
     host_p50_ns: int | None = None  # p50 of the steps' host-side time
-    outliers: list[str] | None = None  # warm-up / compilation steps (window labels), kept out of the numbers
 
     @property
     def label(self) -> str:
