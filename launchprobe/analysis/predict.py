@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from launchprobe.run.schema import WhatIf
+from launchprobe.run.schema import Summary, WhatIf, Window
 
 # Defaults where this GPU has no measured ceiling (analyze of a trace from elsewhere). The node cost is the H200
 # measurement of ENGINEERING.md (a graph of 800 tiny kernels replays at 1.0 us per node); the graph launch is
@@ -184,3 +184,53 @@ def ranked(what_ifs: Sequence[WhatIf]) -> list[WhatIf]:
 
     good = sorted((w for w in what_ifs if w.predictable), key=gain, reverse=True)
     return good + [w for w in what_ifs if not w.predictable]
+
+
+# --- analysed traces ---
+
+GRAPH_FAN_OUT = 1.5  # kernels per launch call above which a window is already graph replay
+
+
+def trace_what_ifs(window: Window | Summary, *, node_ns: float | None, launch_ns: float | None, source: str) -> None:
+    """What would help an analysed window, or a summary's typical instance: the CUDA-graph what-if for eager work
+    (``predicted_graph_step_ns``); a step that is already graph replay, or whose busy time says nothing, gets a
+    line saying so. A trace has no cost model, so batch and padding what-ifs are not predictable from it."""
+    title = "capture the step in a CUDA graph"
+    if isinstance(window, Summary):
+        step, busy, ops = window.span_p50_ns, window.busy_p50_ns, window.kernels_per_instance
+        per_launch = window.kernels / window.launch_calls if window.launch_calls else None
+    else:
+        step, busy, ops = window.span_ns, window.busy_ns, window.gpu_ops
+        per_launch = window.kernels_per_launch
+    if not step:
+        return
+    if per_launch is not None and per_launch > GRAPH_FAN_OUT:
+        what_if = not_predictable(
+            "cuda-graphs", title, f"already graph replay ({per_launch:.0f} kernels per launch call)"
+        )
+    else:
+        what_if = graphs(
+            step_ns=step, busy_ns=busy, ops=round(ops) if ops else None, node_ns=node_ns, launch_ns=launch_ns,
+            node_source=source,
+        )  # fmt: skip
+    window.what_ifs = [what_if]
+    window.predicted_graph_step_ns = what_if.predicted_step_ns
+
+
+def node_costs_for(gpu: str | None) -> tuple[float | None, float | None, str]:
+    """The per-node gap and launch cost this GPU's cached ceilings hold (classify measured them here), if any."""
+    from launchprobe.measure.ceilings import cached_for_gpu
+
+    cached = cached_for_gpu(gpu) if gpu else None
+    if cached is None:
+        return None, None, "default"
+    node = cached.graph_node_gap_ns if cached.graph_node_gap_ns is not None else cached.graph_node_ns
+    return node, cached.launch_host_ns, f"this GPU's ceilings, measured {cached.measured_at[:10]}"
+
+
+def annotate_run(windows: Sequence[Window], summaries: Sequence[Summary], gpu: str | None) -> None:
+    """The trace what-ifs of every window and summary of an analyze run."""
+    node_ns, launch_ns, source = node_costs_for(gpu)
+    records: list[Window | Summary] = [*windows, *summaries]
+    for record in records:
+        trace_what_ifs(record, node_ns=node_ns, launch_ns=launch_ns, source=source)

@@ -84,6 +84,9 @@ def add_steps(run: AnalyzeRun, timeline: Timeline, options: AnalysisOptions, mod
     if mode == "off":
         return StepResult("none", [], [], "step detection off")
     result, records, summaries = step_records(timeline, options, mode)
+    from launchprobe.analysis.predict import annotate_run
+
+    annotate_run(records, summaries, run.environment.gpu)
     run.windows += records
     run.summaries += summaries
     if result.steps:

@@ -302,6 +302,9 @@ def build_run(
             f"{unlaunched} GPU op(s) have no launch call in the trace (launched before it started, or dropped); "
             "they count as busy time and are attributed to ranges by time overlap"
         )
+    from launchprobe.analysis.predict import annotate_run
+
+    annotate_run(records, summaries, environment.gpu)
     return AnalyzeRun(
         **header_fields(),
         notices=notices,

@@ -111,6 +111,23 @@ def cache_notice(path: Path, reason: str) -> str:
     return f"ceilings cache {path} ignored ({reason}): measuring again, the new measurement replaces it"
 
 
+def cached_for_gpu(device_name: str) -> Ceilings | None:
+    """The most recent cached ceilings of a GPU, whatever torch and dtype they were measured with (its host costs
+    and graph node gap, for predictions on a trace from this GPU); None when there are none or the cache is bad."""
+    try:
+        entries = _read_entries(cache_path())
+    except CorruptCache:
+        return None
+    found = []
+    for key, entry in entries.items():
+        if isinstance(key, str) and key.startswith(f"v{CEILINGS_VERSION}|{device_name}|"):
+            try:
+                found.append(ceilings_from_entry(entry))
+            except CorruptCache:
+                continue
+    return max(found, key=lambda c: c.measured_at, default=None)
+
+
 def load_cached(key: str, notices: list[str] | None = None) -> Ceilings | None:
     """The cached ceilings for ``key``, or None. A corrupt file or entry is ignored (None) with a notice on stderr
     (and in ``notices`` when given), so that the ceilings are measured again; never an exception."""

@@ -15,6 +15,7 @@ import msgspec
 
 from launchprobe.names import DEFAULT_NAME_WIDTH, short_kernel_name
 from launchprobe.render import common
+from launchprobe.render.classify import what_if_text
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Table
 from launchprobe.run.schema import AnalyzeRun, IdleStretch, PooledIdleStretch, Record, Summary, TopKernel, Window
@@ -54,6 +55,11 @@ def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
         reasons += [f"{w.label}: {w.verdict_reason}" for w in rows if w.verdict_reason]
     if reasons:
         report.blocks.append(Lines("Why each verdict", reasons))
+    helps = [f"{g.label}: {what_if_text(w)}" for g in groups for w in g.what_ifs]
+    if not groups:
+        helps += [f"{w.label}: {what_if_text(x)}" for w in shown for x in w.what_ifs]
+    if helps:
+        report.blocks.append(Lines("What would help (predicted)", helps))
     report.blocks += _lists(shown, groups, rows, width)
     return report
 

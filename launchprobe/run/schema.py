@@ -505,6 +505,9 @@ class Window(Record, kw_only=True):
     host_end_ns: int | None = None
     outlier: bool | None = None  # warm-up / compilation: kept out of its kind's summary
 
+    predicted_graph_step_ns: int | None = None  # eager work replayed as one CUDA graph (what_ifs)
+    what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
+
     @property
     def label(self) -> str:
         return f"{self.name} (device {self.device})"
@@ -556,6 +559,9 @@ class Summary(Record, kw_only=True):
     step_kind: str | None = None  # e.g. "decode, graph replay, 84 ops"
     detected_by: str | None = None  # annotation, or the structural signal with its detail
     host_p50_ns: int | None = None  # p50 of the steps' host-side time
+
+    predicted_graph_step_ns: int | None = None  # the typical instance replayed as one CUDA graph
+    what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
 
     @property
     def label(self) -> str:
