@@ -10,7 +10,8 @@ and the issue's bars, each with its numbers:
 A failing cell is reported and the matrix goes on; cells past ``--budget-s`` are skipped, not run.
 
 Run from the repository root:  PYTHONPATH=. python benchmarks/bench_sampled_gaps.py --out $OUT/sampled.json
-(about 3-5 minutes on an H200; ``--shapes``, ``--modes``, ``--batches`` narrow it).
+(about 3-5 minutes on an H200; ``--shapes``, ``--modes``, ``--batches`` narrow it; ``--no-pdl`` turns programmatic
+dependent launch off, which the durations pass breaks anyway).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=30, help="clean steps timed per cell")
     parser.add_argument("--density", choices=("sampled", "dense"), default="sampled")
     parser.add_argument("--budget-s", type=float, default=280.0, help="skip cells that would start after this")
+    parser.add_argument(
+        "--pdl", action=argparse.BooleanOptionalAction, default=True, help="programmatic dependent launch (default on)"
+    )
     return parser.parse_args()
 
 
@@ -57,9 +61,14 @@ def main() -> None:
         "torch": torch.__version__,
         "context": args.context,
         "density": args.density,
+        "pdl": args.pdl,
         "cells": [],
     }
-    print(f"{out['device']}, torch {out['torch']}: {len(shapes)} shapes x {len(modes)} modes x {batches}", flush=True)
+    print(
+        f"{out['device']}, torch {out['torch']}: {shapes} x {modes} x batches {batches}, "
+        f"PDL {'on' if args.pdl else 'off'}",
+        flush=True,
+    )
     costs = kernel_pass.measure_event_costs()
     out["event_costs"] = vars(costs)
     print(
@@ -114,7 +123,7 @@ def build(shape_name: str, batches: list[int], args: argparse.Namespace) -> tupl
     t0 = time.perf_counter()
     model = DecodeModel(
         shape, context=args.context, dtype="bf16", device="cuda", max_bucket=largest, plan=plan,
-        kernel_settings=KernelSettings(pdl=True),
+        kernel_settings=KernelSettings(pdl=args.pdl),
     )  # fmt: skip
     torch.cuda.synchronize()
     print(f"{shape_name}: model built in {time.perf_counter() - t0:.1f} s ({plan.weight_bytes / GIB:.1f} GiB)")
