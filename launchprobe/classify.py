@@ -64,6 +64,7 @@ class ClassifyConfig:
     profile_steps: int = 5
     plan: bool = False
     kernels: bool = False  # the per-kernel CUDA-event pass
+    kernel_density: str = "sampled"  # sampled (the clean step, stitched) | dense (every op, perturbing)
     kernel_repeats: int = 5
     nvtx: str = "steps"  # off | steps | ops (measure/markers.py)
     projections: str = "cublas"  # cublas | gemv (workload/model.py)
@@ -88,6 +89,8 @@ class ClassifyConfig:
             raise UsageError(f"unknown mode(s) {', '.join(unknown)}; modes: {', '.join(MODES)}")
         if self.dtype not in ("bf16", "fp16"):
             raise UsageError(f"--dtype {self.dtype}: expected bf16 or fp16")
+        if self.kernel_density not in ("sampled", "dense"):
+            raise UsageError(f"--kernels {self.kernel_density}: expected sampled or dense")
 
     def to_record(self) -> ClassifyConfigRecord:
         return ClassifyConfigRecord(
@@ -104,6 +107,7 @@ class ClassifyConfig:
             profile_steps=self.profile_steps,
             plan=self.plan,
             kernels=self.kernels,
+            kernel_density=self.kernel_density if self.kernels else None,
             nvtx=self.nvtx,
             projections=self.projections,
             pdl=self.pdl,
@@ -535,7 +539,7 @@ class _Measurer:
         if config.kernels and config.cuda:
             self.progress.status(f"{label}: per-kernel event pass")
             result.kernel_pass = run_kernel_pass(
-                self.model, mode, bucket, samples.median, config, self.kernel_pass_state
+                self.model, mode, bucket, samples.median, config, self.kernel_pass_state, runner, self.markers
             )
         self.progress.advance(f"{label}: {samples.median:.3f} ms/step, {result.verdict}")
         return result
@@ -579,19 +583,34 @@ class _Measurer:
             self.notice("--kernels needs a CUDA GPU: no per-kernel pass on the CPU path")
         if config.kernels and config.cuda:
             costs = self.kernel_pass_state["costs"]
+            how = (
+                "one end event after every k-th op per step, the offset rotating step to step, k chosen so the step "
+                "stays within 2% of clean; the picture stitched from all sampled steps"
+                if config.kernel_density == "sampled"
+                else "dense: an end event after every op, so the picture is the instrumented step (perturbing)"
+            )
             self.notice(
-                f"per-kernel pass: 2 CUDA events per op; an event record costs {costs.host_record_ns / 1e3:.2f} us "
-                f"of host time, an event node {costs.node_ns / 1e3:.2f} us of GPU time; durations less the "
-                f"{costs.pair_offset_ns / 1e3:.2f} us an event pair adds (see docs/gaps.md)"
+                f"per-kernel pass: {how}; an event record costs {costs.host_record_ns / 1e3:.2f} us of host time, an "
+                f"event node {costs.node_ns / 1e3:.2f} us of GPU time; durations from a graph with an event pair "
+                f"around every op, less the {costs.pair_offset_ns / 1e3:.2f} us a pair adds (docs/gaps.md)"
             )
         if not config.cuda:
             self.notice("CPU path: step times are wall-clock; kernels and GPU idle are not observable")
 
 
 def run_kernel_pass(
-    model: Any, mode: str, bucket: int, clean_step_ms: float, config: ClassifyConfig, state: dict[str, Any]
+    model: Any,
+    mode: str,
+    bucket: int,
+    clean_step_ms: float,
+    config: ClassifyConfig,
+    state: dict[str, Any],
+    runner: Any,
+    markers: Any = None,
 ) -> KernelPass:
-    """Per-kernel CUDA-event pass; event costs measured once per run, op durations once per bucket."""
+    """Per-kernel pass of one (mode, bucket) against its clean ``runner``; event costs measured once per run, op
+    durations and kernels per op (a CUPTI counting pass) once per bucket."""
+    from launchprobe.analysis.sampled import StitchRefused
     from launchprobe.measure import kernel_pass
 
     if "costs" not in state:
@@ -601,14 +620,24 @@ def run_kernel_pass(
         durations[bucket] = kernel_pass.graph_durations(
             bucket, model.step(bucket), config.kernel_repeats, state["costs"].pair_offset_ns
         )
+    counts = state.setdefault("counts", {})
+    if bucket not in counts:
+        try:
+            counts[bucket] = kernel_pass.kernel_counts(model.step(bucket))
+        except StitchRefused as error:
+            counts[bucket] = str(error)
     result = kernel_pass.kernel_pass(
         mode,
         bucket,
         model.step(bucket),
+        clean=runner,
         clean_step_ms=clean_step_ms,
         costs=state["costs"],
         durations_ns=durations[bucket],
+        counts=counts[bucket],
+        density=config.kernel_density,
         repeats=config.kernel_repeats,
+        markers=markers,
     )
     # Per-op achieved bandwidth, so the weak kernels of a step are visible (bytes of the bucket's batch).
     costs = costmodel.step_cost(config.shape, bucket, config.context, config.dtype).by_name()
@@ -642,6 +671,7 @@ def build_config(
     nvtx: str = "steps",
     projections: str = "cublas",
     pdl: bool = True,
+    kernel_density: str = "sampled",
 ) -> ClassifyConfig:
     """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager.
     ``device`` is already resolved (``resolve_device``; a plan is of the GPU workload wherever it is printed)."""
@@ -673,6 +703,7 @@ def build_config(
         ceilings=ceilings_source,
         plan=plan,
         kernels=kernels,
+        kernel_density=kernel_density,
         nvtx=nvtx,
         projections=projections,
         pdl=pdl and cuda,

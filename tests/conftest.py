@@ -15,3 +15,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens") or os.environ.get("LAUNCHPROBE_UPDATE_GOLDENS"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_ceilings_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never read or write the user's ceilings cache (predictions and goldens would depend on it)."""
+    if "LAUNCHPROBE_TESTS_USE_USER_CACHE" not in os.environ:
+        os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))

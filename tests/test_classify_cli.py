@@ -148,3 +148,20 @@ def test_help_has_examples_and_does_not_import_torch() -> None:
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert probe.stdout.strip().endswith("False")
+
+
+@pytest.mark.parametrize(
+    ("args", "kernels", "density"),
+    [
+        (["--kernels", "--batch", "1"], True, "sampled"),  # a bare --kernels stays what it was: the pass, sampled
+        (["--batch", "1", "--kernels"], True, "sampled"),
+        (["--kernels", "dense", "--batch", "1"], True, "dense"),
+        (["--kernels=sampled", "--batch", "1"], True, "sampled"),
+        (["--batch", "1"], False, None),
+    ],
+)
+def test_kernels_option_takes_an_optional_density(args: list[str], kernels: bool, density: str | None) -> None:
+    proc = launchprobe("classify", "--plan", *args, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads(proc.stdout)["config"]
+    assert config["kernels"] is kernels and config.get("kernel_density") == density

@@ -1,6 +1,9 @@
-"""The per-kernel CUDA-event pass on a real GPU: structure, sanity and the CUPTI cross-check."""
+"""The per-kernel pass on a real GPU: sampled variants, stitching, refusal, and the checks against CUPTI."""
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 import pytest
 import torch
@@ -8,27 +11,92 @@ import torch
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-@pytest.mark.parametrize("mode", ["eager", "piecewise", "full"])
-def test_kernel_pass_times_every_op(mode: str) -> None:
-    from launchprobe.measure import kernel_pass
+@functools.cache
+def _model() -> Any:
+    """Without programmatic dependent launch: the durations pass breaks PDL's overlaps, so with PDL the stitched
+    busy and gaps differ from CUPTI's by the overlap (what bench_sampled_gaps.py measures, with PDL on)."""
+    from launchprobe.kernels import KernelSettings
     from launchprobe.workload.model import DecodeModel, plan_memory
     from launchprobe.workload.shape import load_shape
 
-    shape = load_shape("tiny", {"layers": 3, "hidden": 1024, "ffn": 4096})
-    plan = plan_memory(shape, 8, 256, "bf16", free_bytes=1 << 34, l2_bytes=1 << 20, headroom=0)
-    model = DecodeModel(shape, context=256, dtype="bf16", device="cuda", max_bucket=8, plan=plan)
-    costs = kernel_pass.measure_event_costs()
-    assert costs.host_record_ns > 0 and costs.pair_offset_ns >= 0
-    durations = kernel_pass.graph_durations(8, model.step(8), repeats=3, pair_offset_ns=costs.pair_offset_ns)
-    assert len(durations) == len(model.step(8)) and min(durations) >= kernel_pass.EVENT_RESOLUTION_NS
-    result = kernel_pass.kernel_pass(
-        mode, 8, model.step(8), clean_step_ms=1.0, costs=costs, durations_ns=durations, repeats=3
-    )
+    shape = load_shape("tiny", {"layers": 4, "hidden": 2048, "ffn": 8192})
+    plan = plan_memory(shape, 8, 512, "bf16", free_bytes=1 << 34, l2_bytes=1 << 20, headroom=0)
+    return DecodeModel(
+        shape, context=512, dtype="bf16", device="cuda", max_bucket=8, plan=plan,
+        kernel_settings=KernelSettings(pdl=False),
+    )  # fmt: skip
+
+
+@functools.cache
+def _costs() -> Any:
+    from launchprobe.measure import kernel_pass
+
+    return kernel_pass.measure_event_costs()
+
+
+def _clean(mode: str, bucket: int, ops: list[Any]) -> tuple[Any, float]:
+    from launchprobe.measure.markers import Markers
+    from launchprobe.measure.samples import Samples
+    from launchprobe.measure.timing import time_steps_cuda, warm_up
+    from launchprobe.workload.modes import prepare
+
+    pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
+    runner = prepare(mode, bucket, ops, pool, Markers("steps"))
+    warm_up(runner.run, 5, True)
+    return runner, Samples.of(time_steps_cuda(runner.run, 30)).median
+
+
+def _pass(mode: str, density: str = "sampled", ops: list[Any] | None = None, counts: Any = None) -> Any:
+    from launchprobe.measure import kernel_pass
+
+    model = _model()
+    ops = ops if ops is not None else model.step(8)
+    runner, clean_ms = _clean(mode, 8, ops)
+    costs = _costs()
+    durations = kernel_pass.graph_durations(8, ops, 3, costs.pair_offset_ns)
+    if counts is None:
+        counts = kernel_pass.kernel_counts(ops)
+    return kernel_pass.kernel_pass(
+        mode, 8, ops, clean=runner, clean_step_ms=clean_ms, costs=costs, durations_ns=durations, counts=counts,
+        density=density, repeats=3,
+    )  # fmt: skip
+
+
+def test_event_costs_and_durations() -> None:
+    from launchprobe.measure import kernel_pass
+
+    costs = _costs()
+    assert costs.host_record_ns > 0 and costs.pair_offset_ns >= 0 and costs.node_ns >= 0
+    ops = _model().step(8)
+    durations = kernel_pass.graph_durations(8, ops, 3, costs.pair_offset_ns)
+    assert len(durations) == len(ops) and min(durations) >= kernel_pass.EVENT_RESOLUTION_NS
+
+
+def test_kernel_counts_match_the_step() -> None:
+    from launchprobe.measure import kernel_pass
+    from launchprobe.measure.cupti import cuda_intervals
+
+    ops = _model().step(8)
+    counts, names = kernel_pass.kernel_counts(ops)
+    assert len(counts) == len(ops) and min(counts) >= 1
+    runner, _ = _clean("full", 8, ops)
+    step = [name for name, _, _ in cuda_intervals(runner.run)]
+    assert names == step and sum(counts) == len(step)
+
+
+@pytest.mark.parametrize("mode", ["eager", "piecewise", "full"])
+def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
+    result = _pass(mode)
+    ops = _model().step(8)
+    assert result.density == "sampled" and result.picture == "stitched" and result.stitched, result.refusal
+    assert result.stride is not None and result.stride >= 2 and result.variants == result.stride + 1
+    assert result.sampled_steps == result.cycles * result.variants
+    assert result.sequence_check.startswith("same kernel sequence"), result.sequence_check
     rows = result.kernels
-    assert [r.op for r in rows] == [op.name for op in model.step(8)]
-    assert all(r.end_ns >= r.start_ns >= 0 for r in rows)
-    assert all(0 <= (r.gap_corrected_ns or 0) <= r.gap_before_ns for r in rows)
-    assert result.instrumented_step_ms and result.instrumented_step_ms > 0
+    assert [r.op for r in rows] == [op.name for op in ops]
+    for prev, row in zip(rows, rows[1:]):
+        assert row.start_ns == prev.end_ns + row.gap_before_ns
+    assert result.gaps_corrected is None and all(r.gap_corrected_ns is None for r in rows)
     hosted = [r.host_launched for r in rows]
     if mode == "eager":
         assert all(hosted)
@@ -36,6 +104,43 @@ def test_kernel_pass_times_every_op(mode: str) -> None:
         assert not any(hosted)
     else:
         assert {r.op for r in rows if r.host_launched} == {"kv_write", "attention"}
+    # the sampled step stays near clean (the 2% budget is the target; a tiny step may not allow it)
+    assert result.overhead_fraction is not None and result.overhead_fraction < 0.05
     check = result.cupti_check
-    assert check is not None and check.cupti_kernels is not None and check.cupti_kernels >= len(rows)
-    assert check.cupti_busy_ns and check.cupti_busy_ns > 0
+    assert check is not None and check.available and check.cupti_busy_ns > 0
+    assert check.grouping, check.grouping  # "by a counting pass ..." when the ops alone launch the step's kernels
+    assert check.cupti_step_ns > 0 and check.clean_idle_ns is not None
+    if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
+        assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
+        assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)
+
+
+@pytest.mark.parametrize("mode", ["eager", "full"])
+def test_dense_pass_is_the_instrumented_step(mode: str) -> None:
+    result = _pass(mode, density="dense")
+    assert result.density == "dense" and result.picture == "instrumented" and result.perturbing
+    assert result.stride == 1 and result.variants == 1
+    if mode == "full":  # one event node between every two ops, nothing on the host: the correction is sound
+        assert result.gaps_corrected is not None
+        assert all(r.gap_corrected_ns is not None for r in result.kernels[1:])
+    else:
+        assert result.gaps_corrected is None and all(r.gap_corrected_ns is None for r in result.kernels)
+
+
+def test_refuses_a_step_that_changes_between_steps() -> None:
+    from launchprobe.workload.model import Op
+
+    x = torch.zeros(1 << 16, device="cuda")
+    state = {"n": 0}
+
+    def alternating() -> None:  # one kernel on odd calls, two on even ones: not the same step every time
+        state["n"] += 1
+        x.add_(1)
+        if state["n"] % 2 == 0:
+            x.mul_(1.0)
+
+    # three calls per step: the extra kernel falls once in one step, twice in the next
+    ops = [Op("a", 0, lambda: x.add_(1)), Op("b", 0, alternating), Op("c", 0, lambda: x.add_(2))] * 3
+    result = _pass("eager", ops=ops, counts="the counting pass does not apply")
+    assert result.stitched is False and result.kernels == []
+    assert result.refusal and ("kernel" in result.refusal), result.refusal

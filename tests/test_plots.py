@@ -62,7 +62,9 @@ def test_gap_histogram_counts_every_kernel() -> None:
     assert {mode: sum(c) for mode, c in plot.data["counts"].items()} == {
         m: n_kernels for m in ("eager", "piecewise", "full")
     }
-    assert max(plot.data["gaps_us"]["eager"]) > 30 and max(plot.data["gaps_us"]["full"]) < 5
+    # the launch-bound eager step waits tens of us; the graph step only between steps (its op 0)
+    assert max(plot.data["gaps_us"]["eager"]) > 30 and max(plot.data["gaps_us"]["full"][1:]) < 5
+    assert "stitched" in plot.figure.axes[0].get_title()
 
 
 def test_without_kernel_pass_busy_idle_replaces_timeline(tmp_path: Path) -> None:

@@ -198,8 +198,14 @@ def test_cpu_run_says_graph_modes_are_unavailable() -> None:
 
 def test_kernel_pass_sections() -> None:
     text = plain_output(runs.classify_run(), width=140)
-    assert "Per-kernel pass: eager, batch 1" in text
-    assert "gaps before kernels: p50" in text and "instrumentation: 13.017 ms" in text
+    assert "Per-kernel pass: eager, batch 1 (stitched from sampled steps)" in text
+    assert "gaps before kernels: p50" in text and "instrumentation: 9.673 ms per sampled step" in text
+    assert "picture: stitched from 345 sampled steps: an end event after every 68th op" in text
+    assert "within the 2% budget" in text and "gaps less" not in text  # no linear correction in a sampled pass
+    assert "beyond 5%" in text and "check, op for op: not made" in text  # eager: CUPTI slows the host
+    assert "check, median gap per op class vs CUPTI: 4 of 5 within 1 us or 15%: DISAGREE (attention +1.40 us)" in text
+    assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1
+    assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared
     strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]
     eager, full = strips
     assert "." in eager and "#" in eager
@@ -262,3 +268,21 @@ def test_few_windows_listed_one_by_one() -> None:
     for s in run.summaries:  # a run saved before pooling: the slowest window's lists
         s.top_kernels = s.largest_idle = None
     assert "Top kernels: decode_step mode=full bucket=1 (device 0), slowest window" in plain_output(run, width=200)
+
+
+def test_dense_refused_and_legacy_kernel_passes() -> None:
+    run = runs.classify_run(modes=("eager", "piecewise", "full"))
+    eager, piecewise, full = (r.kernel_pass for r in run.sorted_results() if r.batch == 1)
+    assert eager is not None and piecewise is not None and full is not None
+    eager.density, eager.picture, eager.perturbing, eager.stride_probes = "dense", "instrumented", True, None
+    piecewise.stitched, piecewise.kernels, piecewise.ops = False, [], []
+    piecewise.refusal = "sampled variant 3 ran a different kernel sequence from the clean step (kernel 7: 'a' vs 'b')"
+    piecewise.cupti_check = None
+    full.density = None  # a run file from before sampling: rendered as it was
+    text = plain_output(run, width=140)
+    assert "(dense: the instrumented step, perturbed)" in text and "PERTURBING" in text
+    assert "NOT STITCHED: sampled variant 3 ran a different kernel sequence" in text
+    assert "Per-kernel pass: piecewise" not in text  # no rows, no table
+    assert "with events around every kernel" in text  # the legacy line of the old file
+    assert "busy: stitched (sampled) steps, and instrumented steps where dense, as each caption says" in text
+    assert "(instrumented)" in text and "(stitched)" in text  # each strip's caption says which

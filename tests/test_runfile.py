@@ -90,3 +90,14 @@ def test_missing_and_unreadable(tmp_path: Path) -> None:
         runfile.load_run(tmp_path / "nope.json")
     with pytest.raises(UsageError, match="cannot read"):
         runfile.load_run(tmp_path)  # a folder
+
+
+def test_every_kernel_pass_field_is_documented() -> None:
+    import msgspec
+
+    from launchprobe.run.schema import CuptiCheck, KernelPass, KernelRow, OpCheck, StrideProbe
+
+    doc = (Path(__file__).parent.parent / "docs" / "run-file.md").read_text()
+    for record in (KernelPass, CuptiCheck, OpCheck, StrideProbe, KernelRow):
+        missing = [f.name for f in msgspec.structs.fields(record) if f"`{f.name}`" not in doc]
+        assert not missing, f"{record.__name__}: {missing} not in docs/run-file.md"

@@ -53,6 +53,7 @@ Examples:
   launchprobe classify --shape my-model.toml --set layers=4 --set hidden=2048
   launchprobe classify --plan --shape llama-3-70b --batch 1,64
   launchprobe classify --kernels --batch 1,64 --plot plots/     # per-kernel gaps, timeline PNGs
+  launchprobe classify --kernels dense --batch 1 --mode eager   # events after every op (perturbs the step)
   launchprobe classify --batch 1 --mode full --projections gemv   # speed of light: Triton GEMV, PDL
   launchprobe classify --batch 1 --projections gemv --no-pdl      # what programmatic dependent launch buys
   launchprobe classify --format json > run.json
@@ -132,8 +133,15 @@ Examples:
 @click.option("--remeasure-ceilings", is_flag=True, help="Measure the ceilings again instead of using the cache.")
 @click.option(
     "--kernels",
-    is_flag=True,
-    help="Add a per-kernel pass: CUDA events around every op, gaps before each kernel, op table, timeline.",
+    "kernel_density",
+    type=click.Choice(["sampled", "dense"]),
+    is_flag=False,
+    flag_value="sampled",
+    default=None,
+    metavar="[sampled|dense]",
+    help="Add a per-kernel pass: gaps before each kernel, op table, timeline. sampled (the default with a bare "
+    "--kernels): end events after every k-th op, rotated and stitched, the step within 2% of clean; dense: an "
+    "event after every op, which perturbs the step it times.",
 )
 @click.option(
     "--nvtx",
@@ -172,7 +180,7 @@ def classify(
     capture_text: str,
     ceilings_source: str,
     remeasure_ceilings: bool,
-    kernels: bool,
+    kernel_density: str | None,
     nvtx: str,
     projections: str,
     pdl: bool,
@@ -203,7 +211,8 @@ def classify(
         warmup=warmup,
         steps=steps,
         plan=plan,
-        kernels=kernels,
+        kernels=kernel_density is not None,
+        kernel_density=kernel_density or "sampled",
         nvtx=nvtx,
         projections=projections,
         pdl=pdl,

@@ -1,39 +1,40 @@
-"""The per-kernel pass: CUDA events around every op, in eager launches and as event nodes inside graphs.
+"""The per-kernel pass on a GPU: sampled end events (default) or an end event after every op (dense).
 
-Two instrumented runs per (mode, batch):
-- durations: the whole step captured as one graph with an event before and after every op. Nothing on the host
-  can delay a replayed node, so end minus start is the op's own time (plus about one event node).
-- the mode itself, with the same events: host-recorded for host-launched ops, event nodes inside captured pieces.
-  Its end events place each op on the step's timeline; start = end - duration (analysis/kernel_gaps.py).
-Both capture fresh graphs (the clean graphs stay event-free). docs/gaps.md has the method and its limits.
+The GPU-specific part is thin: build the step's instrumented variants (an end event after the ops of one
+variant's plan: host-recorded for host-launched ops, ``external`` event nodes inside freshly captured graphs),
+run them in rotation back to back, read the event times, and run clean steps and variants under CUPTI. Which ops
+go in which variant, the stitching, the choice of k and the checks are pure functions in analysis/sampled.py.
+Op durations come from a separate pass: the whole step as one graph with an event pair around every op
+(``graph_durations``). docs/gaps.md has the method and its limits.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from launchprobe.analysis.kernel_gaps import (
-    OpTiming,
-    aggregate_ops,
-    compare_with_cupti,
-    gap_distribution,
-    step_rows,
-)
+from launchprobe.analysis import sampled
+from launchprobe.analysis.kernel_gaps import OpTiming, gap_distribution
 from launchprobe.measure.cupti import cuda_intervals
 from launchprobe.measure.markers import Markers
 from launchprobe.workload.model import Op
-from launchprobe.workload.modes import StepRunner, prepare
+from launchprobe.workload.modes import Segment, StepRunner, split_segments
 
 if TYPE_CHECKING:
     from launchprobe.run.schema import KernelPass
 
-BLOCK_STEPS = 3
 # CUDA event timing resolution (CUDA runtime docs: about 0.5 us): no duration is reported below it.
-EVENT_RESOLUTION_NS = 500  # steps run back to back before reading the last one, so the queue is in its steady state
+EVENT_RESOLUTION_NS = 500
+LEAD_IN = 2  # clean steps before each cycle of variants, so the launch queue is in its steady state again
+REFERENCE_WARM, REFERENCE_STEPS = 2, 8  # clean steps under CUPTI: dropped, then used
+SEQUENCE_VARIANTS = 16  # variants whose kernel sequence is checked under CUPTI (evenly spread when more)
+COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
+SAMPLING_TIME_S = 1.5  # device time for the sampled cycles of one (mode, batch)
+PROBE_TIME_S = 0.15  # per timed block of a stride probe
+EXACT_TIME_S = 3.0  # mixed modes (piecewise) take k = n, one event per step, when its cycles fit this
 
 
 @dataclass
@@ -42,53 +43,6 @@ class EventCosts:
     node_ns: float  # device time one event node adds inside a graph
     pair_offset_ns: float  # what a start/end event pair adds to a replayed kernel's measured duration
     pair_offset_method: str = ""
-
-
-class InstrumentedStep:
-    """A step whose ops are each wrapped by a start and an end event (``external`` so graphs can hold them)."""
-
-    def __init__(self, mode: str, bucket: int, ops: Sequence[Op], pool: Any) -> None:
-        import torch
-
-        self.ops = list(ops)
-        self.starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in self.ops]
-        self.ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in self.ops]
-        wrapped = [
-            Op(op.name, op.layer, _timed(op, start, end)) for op, start, end in zip(self.ops, self.starts, self.ends)
-        ]
-        # A step-level NVTX range of its own, so an nsys trace can set these steps beside the events.
-        self.runner: StepRunner = prepare(mode, bucket, wrapped, pool, Markers("steps"), range_name="kernel_pass")
-        graphed = {id(op) for seg in self.runner.segments if seg.graphed for op in seg.ops}
-        self.timings = [
-            OpTiming(op.name, op.layer, host_launched=id(w) not in graphed) for op, w in zip(self.ops, wrapped)
-        ]
-
-    def read(self) -> tuple[list[int], list[int]]:
-        """Start and end of every op of the last step, in ns from the step's first start event."""
-        first = self.starts[0]
-        starts = [round(first.elapsed_time(e) * 1e6) for e in self.starts]
-        ends = [round(first.elapsed_time(e) * 1e6) for e in self.ends]
-        return starts, ends
-
-    def sample(self, repeats: int) -> list[tuple[list[int], list[int]]]:
-        import torch
-
-        samples = []
-        for _ in range(repeats):
-            for _ in range(BLOCK_STEPS):
-                self.runner.run()
-            torch.cuda.synchronize()
-            samples.append(self.read())
-        return samples
-
-
-def _timed(op: Op, start: Any, end: Any) -> Any:
-    def run() -> None:
-        start.record()
-        op.run()
-        end.record()
-
-    return run
 
 
 def measure_event_costs(nodes: int = 400) -> EventCosts:
@@ -102,16 +56,17 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     from launchprobe.measure.timing import time_call
 
     x = torch.zeros(1, device="cuda")
+    stream = torch.cuda.current_stream()
     starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(nodes)]
     ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(nodes)]
-    for e in starts:
-        e.record()
+    for e in starts + ends:
+        e.record(stream)
     torch.cuda.synchronize()
     samples = []
     for _ in range(5):
         t0 = time.perf_counter_ns()
         for e in starts:
-            e.record()
+            e.record(stream)  # as the pass records them: the stream bound once
         samples.append((time.perf_counter_ns() - t0) / nodes)
         torch.cuda.synchronize()
     host = statistics.median(samples)
@@ -136,7 +91,6 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     marked.replay()
     t_plain = statistics.median(time_call("cuda", plain.replay) for _ in range(10))
     t_marked = statistics.median(time_call("cuda", marked.replay) for _ in range(10))
-    # Calibrate the pair against CUPTI on these tiny kernels (a known load, not the workload being measured).
     kernel_ns = [end - start for _, start, end in cuda_intervals(marked.replay)]
     pair = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e6
     if kernel_ns:
@@ -151,97 +105,440 @@ def measure_event_costs(nodes: int = 400) -> EventCosts:
     )
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Durations: the whole step as one graph, an event pair around every op
+
+
+def graph_durations(bucket: int, ops: Sequence[Op], repeats: int, pair_offset_ns: float) -> list[int]:
+    """Each op's own time: events around it inside one captured graph of the whole step (median of repeats),
+    less the calibrated offset an event pair adds, and never below the events' resolution. Nothing on the host
+    can delay a replayed node; the events break programmatic dependent launch, so this is the kernel's own time."""
+    import torch
+
+    starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in ops]
+    ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in ops]
+
+    def timed(op: Op, start: Any, end: Any) -> Op:
+        def run() -> None:
+            start.record()
+            op.run()
+            end.record()
+
+        return Op(op.name, op.layer, run)
+
+    wrapped = [timed(op, s, e) for op, s, e in zip(ops, starts, ends)]
+    runner = StepRunner("full", bucket, split_segments(wrapped, "full"))
+    runner.capture(torch.cuda.graph_pool_handle())
+    columns: list[list[float]] = [[] for _ in ops]
+    for _ in range(repeats):
+        runner.run()
+        torch.cuda.synchronize()
+        for column, s, e in zip(columns, starts, ends):
+            column.append(s.elapsed_time(e) * 1e6)
+    del runner
+    return [max(EVENT_RESOLUTION_NS, int(statistics.median(c) - pair_offset_ns)) for c in columns]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Variants
+
+
+def op_layout(mode: str, ops: Sequence[Op]) -> tuple[list[OpTiming], list[int]]:
+    """Per op: its timing record (host-launched or graph-replayed in ``mode``) and the index of its segment."""
+    timings, segment_of = [], []
+    for index, segment in enumerate(split_segments(ops, mode)):
+        for op in segment.ops:
+            timings.append(OpTiming(op.name, op.layer, host_launched=not segment.graphed))
+            segment_of.append(index)
+    return timings, segment_of
+
+
+class Variants:
+    """Instrumented variants of one step: variant v records an end event after each op of ``plan[v]``.
+
+    Eager ops record on the host (the stream bound once); graphed segments holding a sampled op are captured
+    afresh with ``external`` event nodes, the others reuse the clean runner's graphs, so the variants replay
+    exactly the clean step's graphs wherever they time nothing."""
+
+    def __init__(
+        self,
+        clean: StepRunner,
+        ops: Sequence[Op],
+        plan: Sequence[Sequence[int]],
+        pool: Any,
+        markers: Markers | None,
+    ) -> None:
+        import torch
+
+        self.plan = [list(p) for p in plan]
+        self.events: list[dict[int, Any]] = []
+        self.runners: list[StepRunner] = []
+        stream = torch.cuda.current_stream()
+        for sampled_ops in self.plan:
+            events = {i: torch.cuda.Event(enable_timing=True, external=True) for i in sampled_ops}
+            for event in events.values():
+                event.record(stream)  # created and valid before any capture
+            self.events.append(events)
+        torch.cuda.synchronize()
+        for events in self.events:
+            self.runners.append(self._variant(clean, ops, events, pool, markers, stream))
+
+    @staticmethod
+    def _variant(
+        clean: StepRunner, ops: Sequence[Op], events: dict[int, Any], pool: Any, markers: Markers | None, stream: Any
+    ) -> StepRunner:
+        import torch
+
+        segments: list[Segment] = []
+        at = 0
+        for clean_segment in clean.segments:
+            count = len(clean_segment.ops)
+            mine = range(at, at + count)
+            at += count
+            if not any(i in events for i in mine):
+                segments.append(clean_segment)
+                continue
+            wrapped = [
+                _then_record(ops[i], events[i], None if clean_segment.graphed else stream) if i in events else ops[i]
+                for i in mine
+            ]
+            segment = Segment(wrapped, graphed=clean_segment.graphed)
+            if segment.graphed:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    for op in wrapped:
+                        op.run()
+                segment.graph = graph
+            segments.append(segment)
+        torch.cuda.synchronize()
+        return StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
+
+    def __len__(self) -> int:
+        return len(self.runners)
+
+    def read(self, variant: int, boundary: Any) -> dict[int, int]:
+        return {i: round(boundary.elapsed_time(e) * 1e6) for i, e in self.events[variant].items()}
+
+
+def _then_record(op: Op, event: Any, stream: Any) -> Op:
+    """``op`` followed by an end event: ``stream`` bound (host-launched) or the current one (inside a capture)."""
+    run = op.run
+    record: Callable[[], Any] = (lambda: event.record(stream)) if stream is not None else event.record
+
+    def timed() -> None:
+        run()
+        record()
+
+    return Op(op.name, op.layer, timed)
+
+
+def interleaved(a: Callable[[], Any], b: Callable[[], Any], step_ms: float, rounds: int = 2) -> tuple[float, float]:
+    """Median step ms of ``a`` and of ``b``, timed in alternating blocks so drift hits both alike."""
+    from launchprobe.measure.timing import time_steps_cuda, warm_up
+
+    steps = max(8, min(30, int(PROBE_TIME_S * 1e3 / max(step_ms, 1e-3))))
+    warm_up(a, 2, True)
+    warm_up(b, 2, True)
+    times_a: list[float] = []
+    times_b: list[float] = []
+    for _ in range(rounds):
+        times_a += time_steps_cuda(a, steps)
+        times_b += time_steps_cuda(b, steps)
+    return statistics.median(times_a), statistics.median(times_b)
+
+
+def run_cycles(variants: Variants, clean: StepRunner, cycles: int) -> list[sampled.SampledStep]:
+    """Cycles of: lead-in clean steps, then every variant once (rotated), back to back; sync and read."""
+    import torch
+
+    out = []
+    n = len(variants)
+    for cycle in range(cycles):
+        order = sampled.variant_order(n, cycle)
+        bounds = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+        for _ in range(LEAD_IN):
+            clean.run()
+        for j, variant in enumerate(order):
+            bounds[j].record()
+            variants.runners[variant].run()
+        bounds[n].record()
+        torch.cuda.synchronize()
+        for j, variant in enumerate(order):
+            out.append(
+                sampled.SampledStep(
+                    variant=variant,
+                    step_ns=round(bounds[j].elapsed_time(bounds[j + 1]) * 1e6),
+                    ends=variants.read(variant, bounds[j]),
+                )
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CUPTI: the clean reference, the variants' kernel sequences, kernels per op
+
+
+@dataclass
+class CleanReference:
+    names: list[list[str]]  # per step
+    kernels: list[list[tuple[int, int]]]  # per step, CUPTI clock
+    step_ns: list[float]  # per step, boundary events under CUPTI
+
+
+def clean_reference(clean: StepRunner) -> CleanReference | None:
+    """Clean steps back to back under CUPTI, with the clean timing's boundary events; None without CUPTI."""
+    from launchprobe.measure.timing import time_steps_cuda
+
+    total = REFERENCE_WARM + REFERENCE_STEPS
+    times: list[float] = []
+    rows = cuda_intervals(lambda: times.extend(time_steps_cuda(clean.run, total)))
+    if not rows:
+        return None
+    steps = sampled.split_steps([name for name, _, _ in rows], total)
+    per = len(steps[0])
+    keep = slice(REFERENCE_WARM, total)
+    chunks = [rows[i * per : (i + 1) * per] for i in range(total)][keep]
+    return CleanReference(
+        names=steps[keep],
+        kernels=[[(s, e) for _, s, e in chunk] for chunk in chunks],
+        step_ns=[t * 1e6 for t in times[keep]],
+    )
+
+
+def variant_sequences(variants: Variants, per_step: int) -> tuple[dict[int, list[str]], int]:
+    """Kernel names of one step of each checked variant (all, or an even spread and the last), under CUPTI."""
+    n = len(variants)
+    chosen = list(range(n)) if n <= SEQUENCE_VARIANTS else sorted(
+        {round(j * (n - 1) / (SEQUENCE_VARIANTS - 1)) for j in range(SEQUENCE_VARIANTS)}
+    )  # fmt: skip
+
+    def work() -> None:
+        for v in chosen:
+            variants.runners[v].run()
+
+    names = [name for name, _, _ in cuda_intervals(work)]
+    if len(names) != per_step * len(chosen):
+        raise sampled.StitchRefused(
+            f"the {len(chosen)} checked variants ran {len(names)} kernels, not {len(chosen)} x {per_step} as the "
+            "clean step: the events changed what runs"
+        )
+    return {v: names[j * per_step : (j + 1) * per_step] for j, v in enumerate(chosen)}, len(chosen)
+
+
+def kernel_counts(ops: Sequence[Op]) -> tuple[list[int], list[str]]:
+    """Kernels per op: the ops one by one, a sync and a pause between them, under CUPTI; clustered by time.
+    Returns the counts and the kernel names in order (to match against the step's sequence)."""
+    import torch
+
+    def work() -> None:
+        for op in ops:
+            op.run()
+            torch.cuda.synchronize()
+            time.sleep(COUNT_PAUSE_S)
+
+    rows = cuda_intervals(work)
+    return sampled.counts_from_clusters(rows, len(ops), COUNT_SEPARATION_NS), [name for name, _, _ in rows]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The pass
+
+
 def kernel_pass(
     mode: str,
     bucket: int,
     ops: Sequence[Op],
     *,
+    clean: StepRunner,
     clean_step_ms: float,
     costs: EventCosts,
     durations_ns: list[int],
-    repeats: int,
+    counts: tuple[list[int], list[str]] | str | None,
+    density: str = "sampled",
+    repeats: int = 5,
+    markers: Markers | None = None,
     cupti: bool = True,
 ) -> KernelPass:
-    """Measure one (mode, bucket) op by op; ``durations_ns`` come from ``graph_durations`` of the same bucket."""
+    """Measure one (mode, bucket) op by op against its clean runner ``clean``.
+
+    ``durations_ns`` come from ``graph_durations`` of the same bucket; ``counts`` from ``kernel_counts`` (or a
+    string saying why there are none). ``clean_step_ms`` is the clean pass's time, used until this pass has
+    re-timed the clean step beside its own steps."""
     import msgspec
     import torch
 
-    from launchprobe.measure.samples import Samples
-    from launchprobe.measure.timing import time_steps_cuda, warm_up
+    from launchprobe.run.schema import KernelPass
 
+    if density not in ("sampled", "dense"):
+        raise ValueError(f"unknown kernel-pass density {density!r}")
+    timings, segment_of = op_layout(mode, ops)
+    n = len(ops)
     pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
-    step = InstrumentedStep(mode, bucket, ops, pool)
-    warm_up(step.runner.run, 3, cuda=True)
-    instrumented = Samples.of(time_steps_cuda(step.runner.run, 20))
-    samples = step.sample(repeats)
-    # The sample whose span is the median one stands for "one step" on the timeline.
-    spans = [ends[-1] - starts[0] for starts, ends in samples]
-    chosen = samples[spans.index(sorted(spans)[len(spans) // 2])]
-    rows = step_rows(
-        step.timings, chosen[1], durations_ns, host_event_ns=costs.host_record_ns, node_event_ns=costs.node_ns
-    )
-    step_ns = instrumented.median * 1e6
-    gaps = [r["gap_before_ns"] for r in rows[1:]]
+    per_op_cost = [costs.host_record_ns if t.host_launched else costs.node_ns for t in timings]
     result: dict[str, Any] = {
         "source": "cuda-events",
-        "clean_step_ms": clean_step_ms,
-        "instrumented_step_ms": instrumented.median,
-        "overhead_fraction": instrumented.median / clean_step_ms - 1.0,
+        "density": density,
+        "perturbing": density == "dense",
+        "overhead_budget_fraction": sampled.OVERHEAD_BUDGET,
         "event_cost_ns": costs.host_record_ns,
         "event_node_ns": costs.node_ns,
         "event_pair_offset_ns": costs.pair_offset_ns,
         "event_pair_offset_method": costs.pair_offset_method,
-        "events_per_op": 2,
-        "span_ns": rows[-1]["end_ns"] - rows[0]["start_ns"] if rows else 0,
-        "kernels": rows,
-        "ops": aggregate_ops(rows, step_ns),
-        "gaps": gap_distribution(gaps),
-        "gaps_corrected": gap_distribution([r["gap_corrected_ns"] for r in rows[1:]]),
+        "events_per_op": 1,
     }
+    clean_samples: list[float] = []
+
+    def overhead_at(stride: int) -> float:
+        densest = Variants(clean, ops, sampled.sampling_plan(n, stride)[:1], pool, markers)
+        variant_ms, clean_ms = interleaved(densest.runners[0].run, clean.run, clean_step_ms)
+        clean_samples.append(clean_ms)
+        return variant_ms / clean_ms - 1.0
+
+    mixed = len({t.host_launched for t in timings}) > 1
+    if density == "sampled":
+        start = sampled.initial_stride(per_op_cost, clean_step_ms * 1e6)
+        choice = sampled.choose_stride(
+            n, start, overhead_at, search_down=any(t.host_launched for t in timings)
+        )  # fmt: skip
+        stride = choice.stride
+        if mixed and (n + 1 + LEAD_IN) * clean_step_ms * 1e6 * repeats <= EXACT_TIME_S * 1e9:
+            stride = n  # one event per step: nothing ahead of any measured end, whatever the events cost
+        result["stride_probes"] = [{"stride": k, "overhead_fraction": o} for k, o in choice.probes]
+        result["pairing"] = sampled.pairing_note(stride, n, mixed)
+    else:
+        stride = 1
+        result["pairing"] = "dense: every op timed in one step; the event after op i-1 sits in the gap before op i"
+    plan = sampled.sampling_plan(n, stride)
+    variants = Variants(clean, ops, plan, pool, markers)
+    if density == "dense":
+        variant_ms, clean_ms = interleaved(variants.runners[0].run, clean.run, clean_step_ms)
+        clean_samples.append(clean_ms)
+    clean_ms = statistics.median(clean_samples) if clean_samples else clean_step_ms
+    clean_ns = clean_ms * 1e6
+    cycles = (
+        sampled.cycles_for(len(plan), clean_ns, SAMPLING_TIME_S * 1e9, minimum=repeats)
+        if density == "sampled"
+        else repeats
+    )
+    steps = run_cycles(variants, clean, cycles)
+    result.update(
+        clean_step_ms=clean_ms,
+        stride=stride,
+        variants=len(plan),
+        cycles=cycles,
+        sampled_steps=len(steps),
+        predicted_overhead_fraction=max(sum(per_op_cost[i] for i in p) for p in plan) / clean_ns,
+    )
+    reference, refusal, sequence_note = None, None, "not checked: CUPTI not used"
     if cupti:
-        result["cupti_check"] = cross_check(step, durations_ns, costs)
-    del step
-    from launchprobe.run.schema import KernelPass
-
-    return msgspec.convert(result, KernelPass)
-
-
-def graph_durations(bucket: int, ops: Sequence[Op], repeats: int, pair_offset_ns: float) -> list[int]:
-    """Each op's own time: events around it inside one captured graph of the whole step (median of repeats),
-    less the calibrated offset an event pair adds, and never below the events' resolution."""
-    import torch
-
-    step = InstrumentedStep("full", bucket, ops, torch.cuda.graph_pool_handle())
-    samples = step.sample(repeats)
-    durations = [
-        max(
-            EVENT_RESOLUTION_NS,
-            int(statistics.median(end - start for start, end in zip(col_s, col_e)) - pair_offset_ns),
+        reference, refusal, sequence_note = _check_sequences(clean, variants)
+    result["sequence_check"] = sequence_note
+    try:
+        if refusal is not None:
+            raise sampled.StitchRefused(refusal)
+        picture = sampled.stitch(timings, steps, stride, durations_ns)
+    except sampled.StitchRefused as error:
+        picture = None
+        result.update(stitched=False, refusal=str(error), picture=None)
+    lengths = [s.step_ns for s in steps]
+    instrumented = statistics.median(lengths) / 1e6
+    by_variant: dict[int, list[int]] = {}
+    for s in steps:
+        by_variant.setdefault(s.variant, []).append(s.step_ns)
+    slowest = max(statistics.median(v) for v in by_variant.values()) / 1e6
+    result.update(
+        instrumented_step_ms=instrumented,
+        overhead_fraction=instrumented / clean_ms - 1.0,
+        variant_overhead_max_fraction=slowest / clean_ms - 1.0,
+    )
+    result["overhead_within_budget"] = result["variant_overhead_max_fraction"] <= sampled.OVERHEAD_BUDGET
+    if picture is not None:
+        rows = picture.rows
+        if density == "dense":
+            for row, corrected in zip(rows, sampled.sound_corrections(rows, segment_of, costs.node_ns)):
+                row["gap_corrected_ns"] = corrected
+            if n > 1 and all(r["gap_corrected_ns"] is not None for r in rows[1:]):
+                result["gaps_corrected"] = gap_distribution([r["gap_corrected_ns"] for r in rows[1:]])
+        result.update(
+            stitched=density == "sampled",
+            picture="stitched" if density == "sampled" else "instrumented",
+            position_noise_ns=picture.position_noise_ns,
+            step_ns=picture.step_ns,
+            busy_ns=picture.busy_ns,
+            idle_ns=picture.idle_ns,
+            span_ns=rows[-1]["end_ns"] - rows[0]["start_ns"],
+            kernels=rows,
+            **sampled.summarise(picture, picture.step_ns),
         )
-        for col_s, col_e in zip(zip(*(s for s, _ in samples)), zip(*(e for _, e in samples)))
-    ]
-    del step
-    return durations
+        if cupti:
+            result["cupti_check"] = _cupti_check(picture, clean_ns, reference, counts)
+    elif cupti and reference is None:
+        result["cupti_check"] = {"available": False, "note": sequence_note}
+    del variants
+    return msgspec.convert(_plain(result), KernelPass)
 
 
-def cross_check(step: InstrumentedStep, durations_ns: list[int], costs: EventCosts) -> dict[str, Any]:
-    """The same instrumented step seen by CUPTI (torch.profiler) and by the events, compared."""
+def _plain(value: Any) -> Any:
+    """Numpy scalars to Python numbers, through dicts and lists (msgspec takes neither np.int64 nor np.float64)."""
+    if isinstance(value, dict):
+        return {k: _plain(x) for k, x in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(x) for x in value]
+    item = getattr(value, "item", None)
+    if item is not None and not isinstance(value, bool | int | float | str):
+        return item()
+    return value
 
-    def block() -> None:
-        for _ in range(BLOCK_STEPS):
-            step.runner.run()
 
-    kernels = [(start, end) for _, start, end in cuda_intervals(block)]
-    _, ends = step.read()
-    if not kernels:
+def _check_sequences(clean: StepRunner, variants: Variants) -> tuple[CleanReference | None, str | None, str]:
+    """The clean reference under CUPTI and the same-sequence condition: (reference, refusal or None, note)."""
+    try:
+        reference = clean_reference(clean)
+    except sampled.StitchRefused as error:
+        return None, str(error), f"refused: {error}"
+    if reference is None:
+        note = "not checked: torch.profiler saw no kernels (CUPTI is held by another profiler, e.g. nsys)"
+        return None, None, note
+    per_step = len(reference.names[0])
+    try:
+        seen, checked = variant_sequences(variants, per_step)
+    except sampled.StitchRefused as error:
+        return reference, str(error), f"refused: {error}"
+    problem = sampled.sequence_problem(reference.names, seen)
+    if problem is not None:
+        return reference, problem, f"refused: {problem}"
+    note = (
+        f"same kernel sequence ({per_step} kernels) in {len(reference.names)} clean steps and in {checked} of "
+        f"{len(variants)} variants (CUPTI)"
+    )
+    return reference, None, note
+
+
+def _cupti_check(
+    picture: sampled.Stitched,
+    clean_ns: float,
+    reference: CleanReference | None,
+    counts: tuple[list[int], list[str]] | str | None,
+) -> dict[str, Any]:
+    if reference is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
-    per_step = len(kernels) // BLOCK_STEPS
-    last = kernels[-per_step:] if per_step else []
-    rows = step_rows(step.timings, ends, durations_ns, host_event_ns=costs.host_record_ns, node_event_ns=costs.node_ns)
-    check = compare_with_cupti(rows, [s for s, _ in last], [e for _, e in last])
-    check["available"] = True
+    grouped: list[int] | None = None
+    why = "not grouped: no counting pass"
+    if isinstance(counts, str):
+        why = f"not grouped: {counts}"
+    elif counts is not None:
+        op_counts, names = counts
+        diff = sampled.first_difference(names, reference.names[0])
+        if diff is None:
+            grouped = op_counts
+        else:
+            why = f"not grouped: the ops run one by one launch another kernel sequence than the step ({diff})"
+    ref = sampled.cupti_reference(reference.kernels, reference.step_ns, grouped)
+    if grouped is None:
+        ref.grouping = why
+    check = sampled.clean_check(picture, clean_ns, ref)
     check["note"] = (
-        "same instrumented step, last of a block of 3 run under torch.profiler; CUPTI counts every kernel "
-        "(cuBLAS may add split-K kernels inside one op), events count ops"
+        "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "
+        "(cuBLAS may launch more than one kernel per op)"
     )
     return check

@@ -15,8 +15,8 @@ import msgspec
 
 from launchprobe.names import DEFAULT_NAME_WIDTH, short_kernel_name
 from launchprobe.render import common
-from launchprobe.render.classify import what_if_text
 from launchprobe.render import values as v
+from launchprobe.render.classify import what_if_text
 from launchprobe.render.model import Block, Lines, Report, Table
 from launchprobe.run.schema import AnalyzeRun, IdleStretch, PooledIdleStretch, Record, Summary, TopKernel, Window
 

@@ -279,8 +279,10 @@ def kernel_pass_blocks(rows: list[ClassifyResult]) -> list[Block]:
 def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
     if not kp.ops:
         return None
-    body = [
-        [
+    checks = {o.op: o for o in kp.cupti_check.ops} if kp.cupti_check is not None else {}
+    body = []
+    for o in kp.ops:
+        row = [
             v.text(o.op),
             v.integer(o.count),
             v.sig(o.duration_ns_median, 1e-3),
@@ -288,16 +290,114 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
             v.percent(o.share_of_step, 1),
             v.sig(o.achieved_bandwidth_bytes_per_s, 1e-12),
         ]
-        for o in kp.ops
-    ]
-    return Table(
-        title=f"Per-kernel pass: {v.text(r.mode)}, batch {v.integer(r.batch)}",
-        columns=["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep", "achieved\nTB/s"],
-        rows=body,
-    )
+        if checks:
+            check = checks.get(o.op)
+            row += [
+                v.sig(check.cupti_duration_ns_median, 1e-3) if check else v.MISSING,
+                v.sig(check.cupti_gap_ns_median, 1e-3) if check else v.MISSING,
+                ("ok" if check.gap_agrees else "DIFF") if check else v.MISSING,
+            ]
+        body.append(row)
+    columns = ["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep", "achieved\nTB/s"]
+    if checks:
+        columns += ["CUPTI\nduration us", "CUPTI\ngap us", "gap vs\nCUPTI"]
+    title = f"Per-kernel pass: {v.text(r.mode)}, batch {v.integer(r.batch)}"
+    if kp.picture == "stitched":
+        title += " (stitched from sampled steps)"
+    elif kp.picture == "instrumented":
+        title += " (dense: the instrumented step, perturbed)"
+    note = "CUPTI: clean steps, no events; gap vs CUPTI: within 1 us or 15%" if checks else ""
+    return Table(title=title, columns=columns, rows=body, note=note)
 
 
 def _kernel_pass_lines(kp: KernelPass) -> list[str]:
+    if kp.density is None:
+        return _legacy_kernel_pass_lines(kp)
+    lines = [_picture_line(kp)]
+    if kp.refusal:
+        lines.append(f"NOT STITCHED: {v.text(kp.refusal)}")
+    if kp.kernels:
+        lines.append(_gap_line("gaps before kernels", kp.gaps))
+    if kp.gaps_corrected is not None:
+        lines.append(_gap_line("gaps less one event node (graph-replayed ops, where that is sound)", kp.gaps_corrected))
+    lines.append(_overhead_line(kp))
+    if kp.stride_probes:
+        probes = ", ".join(f"k={p.stride} {p.overhead_fraction:+.1%}" for p in kp.stride_probes)
+        lines.append(f"choosing k (measured overhead of the densest variant): {probes}")
+    if kp.pairing and kp.density == "sampled":
+        lines.append(f"pairing: {v.text(kp.pairing)}")
+    if kp.sequence_check:
+        lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
+    lines += _cupti_lines(kp)
+    return lines
+
+
+def _picture_line(kp: KernelPass) -> str:
+    if kp.density == "dense":
+        return (
+            "picture: the instrumented step, an end event after every op (dense; PERTURBING: the gaps include what "
+            "the events cost)"
+        )
+    return (
+        f"picture: stitched from {v.integer(kp.sampled_steps)} sampled steps: an end event after every "
+        f"{v.integer(kp.stride)}th op per step, {v.integer(kp.variants)} variants rotated over "
+        f"{v.integer(kp.cycles)} cycles; the clean step, not the instrumented one"
+        + (f" (end positions vary by {v.sig(kp.position_noise_ns, 1e-3)} us IQR)" if kp.position_noise_ns else "")
+    )
+
+
+def _overhead_line(kp: KernelPass) -> str:
+    text = (
+        f"instrumentation: {v.fixed(kp.instrumented_step_ms, 3)} ms per {'sampled' if kp.density == 'sampled' else ''}"
+        f" step vs {v.fixed(kp.clean_step_ms, 3)} ms clean"
+    ).replace("per  step", "per step")
+    if kp.overhead_fraction is not None:
+        text += f" ({kp.overhead_fraction:+.1%}"
+        if kp.variant_overhead_max_fraction is not None and kp.density == "sampled":
+            text += f"; slowest variant {kp.variant_overhead_max_fraction:+.1%}"
+        text += ")"
+    if kp.overhead_budget_fraction is not None and kp.overhead_within_budget is not None:
+        verdict = "within" if kp.overhead_within_budget else "OVER"
+        text += f": {verdict} the {kp.overhead_budget_fraction:.0%} budget"
+    return text
+
+
+def _cupti_lines(kp: KernelPass) -> list[str]:
+    check = kp.cupti_check
+    if check is None:
+        return []
+    if check.available is False:
+        return [f"CUPTI cross-check: not available ({v.text(check.note)})"]
+    lines = [f"CUPTI reference: {v.text(check.trust_note)}"]
+    word = {True: "AGREE", False: "DISAGREE", None: "not decided"}
+    lines.append(
+        f"check, gap total: {v.fixed(check.events_total_gap_ns, 3, 1e-6)} ms stitched vs "
+        f"{v.fixed(check.clean_idle_ns, 3, 1e-6)} ms clean idle (clean step minus CUPTI busy), difference "
+        f"{v.sig(check.total_gap_diff_ns, 1e-3)} us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: "
+        f"{word[check.total_gap_agrees]}"
+    )
+    lines.append(
+        f"check, busy: {v.fixed(check.events_busy_ns, 3, 1e-6)} ms stitched vs "
+        f"{v.fixed(check.cupti_op_busy_ns if check.cupti_op_busy_ns is not None else check.cupti_busy_ns, 3, 1e-6)}"
+        f" ms CUPTI ({v.percent(check.busy_rel_diff, 1)} apart, 5% allowed): {word[check.busy_agrees]}"
+    )
+    if check.ops:
+        bad = [o for o in check.ops if not o.gap_agrees]
+        detail = ", ".join(f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us" for o in bad[:6])
+        lines.append(
+            f"check, median gap per op class vs CUPTI: {len(check.ops) - len(bad)} of {len(check.ops)} within 1 us "
+            f"or 15%: {word[check.ops_agree]}" + (f" ({detail})" if detail else "")
+        )
+    else:
+        lines.append(
+            f"check, op for op: not made ({v.text(check.grouping if check.cupti_trusted else 'CUPTI not trusted')})"
+        )
+    lines.append(f"CUPTI cross-check: {'AGREE' if check.agrees else 'DISAGREE'}")
+    return lines
+
+
+def _legacy_kernel_pass_lines(kp: KernelPass) -> list[str]:
+    """Runs from before the sampled pass: events around every op, checked against the instrumented step."""
     gap_line = _gap_line("gaps before kernels", kp.gaps)
     cost = (
         f"instrumentation: {v.fixed(kp.instrumented_step_ms, 3)} ms per step with events around "
@@ -336,25 +436,32 @@ def _gap_line(label: str, gaps: GapStats | None) -> str:
 
 
 def timeline_strips(passes: list[tuple[ClassifyResult, KernelPass]]) -> Strips | None:
-    """Strips of one instrumented step per mode, on one time scale so a shorter step draws shorter."""
-    spans = [(r, kp.busy_intervals, kp.step_span_ns) for r, kp in passes]
-    spans = [s for s in spans if s[1] and s[2] > 0]
+    """Strips of one step per mode (the stitched clean step of a sampled pass), on one time scale so a shorter
+    step draws shorter."""
+    spans = [(r, kp, kp.busy_intervals, kp.step_span_ns) for r, kp in passes]
+    spans = [s for s in spans if s[2] and s[3] > 0]
     if not spans:
         return None
-    scale = max(span for _, _, span in spans)
+    scale = max(span for _, _, _, span in spans)
     strips = []
-    for r, busy, span in spans:
+    for r, kp, busy, span in spans:
         busy_ns = sum(end - start for start, end in busy)
         strips.append(
             Strip(
                 label=v.text(r.mode),
                 busy=[(start / scale, end / scale) for start, end in busy],
                 length=span / scale,
-                caption=f"{span / 1e6:.2f} ms, {busy_ns / span:.0%} busy",
+                caption=f"{span / 1e6:.2f} ms, {busy_ns / span:.0%} busy"
+                + (" (stitched)" if kp.picture == "stitched" else " (instrumented)" if kp.picture else ""),
             )
         )
-    return Strips(
-        title="One step along time",
-        strips=strips,
-        note="busy: union of kernels in the instrumented pass (events around every kernel slow the host)",
-    )
+    pictures = {kp.picture for _, kp in passes}
+    if pictures == {"stitched"}:
+        note = "busy: union of kernels of the stitched step (sampled end events across many steps: the clean step)"
+    elif "instrumented" in pictures or None in pictures:
+        note = "busy: union of kernels in the instrumented pass (events around every kernel slow the host)"
+        if "stitched" in pictures:
+            note = "busy: stitched (sampled) steps, and instrumented steps where dense, as each caption says"
+    else:
+        note = "busy: union of kernels"
+    return Strips(title="One step along time", strips=strips, note=note)

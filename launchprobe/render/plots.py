@@ -2,9 +2,9 @@
 pyplot's global state. Every plot function returns a Plot holding the figure and the arrays it drew, so tests
 check the data, not pixels.
 
-classify: the one-step timeline per batch (eager vs piecewise vs full, from ``kernel_pass``), the regime map
-(tokens/s against batch per mode, the verdict marked at each point) and the gap histogram; without a per-kernel
-pass, busy and idle time per step instead of the timeline. analyze: busy and idle split per window.
+classify: the one-step timeline per batch (eager vs piecewise vs full, the stitched clean step of ``kernel_pass``),
+the regime map (tokens/s against batch per mode, the verdict marked at each point) and the gap histogram; without
+a per-kernel pass, busy and idle time per step instead of the timeline. analyze: busy and idle split per window.
 """
 
 from __future__ import annotations
@@ -53,8 +53,19 @@ def _passes(run: ClassifyRun) -> dict[int, list[tuple[ClassifyResult, KernelPass
     return out
 
 
+def _picture(passes: list[tuple[ClassifyResult, KernelPass]]) -> str:
+    """What the kernel passes picture: the stitched clean step (sampled), or the instrumented one (dense, old)."""
+    pictures = {kp.picture for _, kp in passes}
+    if pictures == {"stitched"}:
+        return "stitched from sampled steps"
+    if "stitched" in pictures:
+        return "stitched where sampled, instrumented where dense"
+    return "instrumented pass"
+
+
 def plot_timeline(run: ClassifyRun, batch: int) -> Plot | None:
-    """One instrumented step per mode on a shared time axis: kernels as bars, idle as the grey between."""
+    """One step per mode on a shared time axis (the stitched clean step of a sampled pass, else the instrumented
+    one): kernels as bars, idle as the grey between."""
     passes = _passes(run).get(batch)
     if not passes:
         return None
@@ -82,7 +93,7 @@ def plot_timeline(run: ClassifyRun, batch: int) -> Plot | None:
     ax.set_yticks(range(len(rows)), [row["mode"] for row in reversed(rows)])
     ax.set_xlim(0, longest * 1.35)
     ax.set_xlabel("time from step start (ms)")
-    ax.set_title(f"One decode step at batch {v.integer(batch)}: GPU busy (coloured) vs idle (grey)")
+    ax.set_title(f"One decode step at batch {v.integer(batch)}: GPU busy (coloured) vs idle (grey), {_picture(passes)}")
     from matplotlib.patches import Patch
 
     ax.legend(
@@ -184,7 +195,7 @@ def plot_gaps(run: ClassifyRun, batch: int) -> Plot | None:
     ax.set_xscale("log")
     ax.set_xlabel(f"idle gap before a kernel (us, log scale; <= {floor_us} us in the first bin)")
     ax.set_ylabel("kernels per step")
-    ax.set_title(f"Gaps between kernels at batch {v.integer(batch)} (instrumented pass)")
+    ax.set_title(f"Gaps between kernels at batch {v.integer(batch)} ({_picture(passes)})")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return Plot(f"gaps-b{v.integer(batch)}", fig, {"batch": batch, "gaps_us": gaps, "bins_us": list(bins),

@@ -99,6 +99,7 @@ class ClassifyConfigRecord(Record, kw_only=True):
     profile_steps: int | None = None
     plan: bool = False
     kernels: bool = False
+    kernel_density: str | None = None  # sampled | dense, with kernels; absent in older files (dense)
     nvtx: str | None = None
     projections: str | None = None  # cublas | gemv; absent in older files
     pdl: bool | None = None  # programmatic dependent launch used; absent in older files
@@ -183,37 +184,97 @@ class GapStats(Record, kw_only=True):
     count: int | None = None
 
 
+class OpCheck(Record, kw_only=True):
+    """One op class (name): the stitched step's median gap and duration against CUPTI's, uninstrumented."""
+
+    op: str
+    count: int
+    events_gap_ns_median: float
+    cupti_gap_ns_median: float
+    gap_diff_ns: float
+    gap_agrees: bool
+    events_duration_ns_median: float | None = None
+    cupti_duration_ns_median: float | None = None
+    duration_diff_ns: float | None = None
+    duration_agrees: bool | None = None
+
+
 class CuptiCheck(Record, kw_only=True):
-    """The per-kernel pass against torch.profiler's CUPTI timestamps of the same step."""
+    """The kernel pass against the clean step and CUPTI's timestamps of uninstrumented steps (docs/gaps.md).
+
+    Runs before the sampled pass (schema v1 files from then) compared the instrumented step with CUPTI's view of
+    that same instrumented step: ``events_median_gap_ns``, ``cupti_median_gap_ns``, ``total_gap_rel_diff`` and
+    ``median_gap_abs_diff_ns`` are theirs."""
 
     available: bool | None = None
     note: str | None = None
+    reference: str | None = None  # what CUPTI watched
+    steps: int | None = None  # clean steps under CUPTI
+    clean_step_ns: float | None = None
+    cupti_step_ns: float | None = None  # the step time under CUPTI (boundary events)
+    cupti_overhead_fraction: float | None = None
+    cupti_trusted: bool | None = None  # CUPTI's step within 5% of clean: its gaps describe the clean step
+    trust_note: str | None = None
+    grouping: str | None = None  # how CUPTI kernels were grouped into ops, or why not
     events_ops: int | None = None
-    cupti_kernels: int | None = None
+    cupti_kernels: int | None = None  # per step
     events_busy_ns: float | None = None
-    cupti_busy_ns: float | None = None
-    events_total_gap_ns: float | None = None
-    cupti_total_gap_ns: float | None = None
+    cupti_busy_ns: float | None = None  # union of kernel intervals per step
+    cupti_op_busy_ns: float | None = None  # union of op intervals (first kernel start to last kernel end)
+    busy_rel_diff: float | None = None
+    busy_agrees: bool | None = None
+    events_total_gap_ns: float | None = None  # stitched: the stitched step's idle
+    clean_idle_ns: float | None = None  # clean step time minus CUPTI busy
+    cupti_total_gap_ns: float | None = None  # CUPTI's own step time minus its busy
+    total_gap_diff_ns: float | None = None
+    total_gap_tolerance_ns: float | None = None
+    total_gap_agrees: bool | None = None
+    ops: list[OpCheck] = msgspec.field(default_factory=list)
+    ops_agree: bool | None = None  # None: not compared op for op (CUPTI not trusted, or kernels not grouped)
     events_median_gap_ns: float | None = None
     cupti_median_gap_ns: float | None = None
-    busy_rel_diff: float | None = None
     total_gap_rel_diff: float | None = None
     median_gap_abs_diff_ns: float | None = None
     agrees: bool | None = None
 
 
+class StrideProbe(Record, kw_only=True):
+    stride: int
+    overhead_fraction: float  # measured: the densest variant at this stride against the clean step
+
+
 class KernelPass(Record, kw_only=True):
-    """The per-kernel CUDA-event pass of one (mode, batch) (docs/gaps.md)."""
+    """The per-kernel CUDA-event pass of one (mode, batch) (docs/gaps.md; every field in docs/run-file.md)."""
 
     source: str = "cuda-events"
+    density: str | None = None  # sampled | dense; None in files from before sampling (dense, 2 events per op)
+    picture: str | None = None  # stitched (the clean step, from sampled steps) | instrumented (events and all)
+    perturbing: bool | None = None  # dense: the events change the step they time
     clean_step_ms: float | None = None
     instrumented_step_ms: float | None = None
     overhead_fraction: float | None = None
+    overhead_budget_fraction: float | None = None
+    overhead_within_budget: bool | None = None
+    predicted_overhead_fraction: float | None = None  # at the chosen stride, from the measured event costs
+    variant_overhead_max_fraction: float | None = None  # the slowest variant's median step against clean
+    stride: int | None = None  # k: every k-th op timed per step
+    variants: int | None = None  # instrumented variants of the step (k, plus one; captured graphs in graph modes)
+    cycles: int | None = None  # passes over all variants
+    sampled_steps: int | None = None
+    stride_probes: list[StrideProbe] | None = None
+    pairing: str | None = None  # how exactly paired ends see the same events ahead (analysis/sampled.py)
     event_cost_ns: float | None = None
     event_node_ns: float | None = None
     event_pair_offset_ns: float | None = None
     event_pair_offset_method: str | None = None
     events_per_op: int | None = None
+    stitched: bool | None = None
+    refusal: str | None = None  # why the sampled steps were not stitched (then no rows)
+    sequence_check: str | None = None  # how the same-kernel-sequence condition was checked
+    position_noise_ns: float | None = None  # median over ops of the IQR of an op's end across its sampled steps
+    step_ns: int | None = None  # the pictured step: stitched head + ops and gaps + tail
+    busy_ns: int | None = None  # union of the pictured op intervals
+    idle_ns: int | None = None  # step_ns - busy_ns
     span_ns: int | None = None
     kernels: list[KernelRow] = msgspec.field(default_factory=list)
     ops: list[OpRow] = msgspec.field(default_factory=list)
@@ -230,9 +291,12 @@ class KernelPass(Record, kw_only=True):
 
     @property
     def step_span_ns(self) -> int:
-        """The instrumented step's length: its measured time, or the last kernel's end if that is later."""
+        """The pictured step's length: the stitched step, else the instrumented step time, or the last kernel's
+        end if that is later."""
         busy = self.busy_intervals
         end = busy[-1][1] if busy else 0
+        if self.step_ns:
+            return max(end, self.step_ns)
         step = self.instrumented_step_ms
         return max(end, round(step * 1e6) if step else 0)
 

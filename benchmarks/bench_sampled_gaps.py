@@ -1,0 +1,267 @@
+"""The validation matrix of the sampled per-kernel pass (issue 12), on a GPU.
+
+For each shape (llama-3.2-1b, llama-3-8b), mode (eager, piecewise, full) and batch (1, 8, 64): the clean step
+timed with boundary events, then ``launchprobe.classify.run_kernel_pass`` (the pass ``classify --kernels`` runs),
+and the issue's bars, each with its numbers:
+  - instrumented step within 2% of clean (the slowest variant's median step);
+  - stitched gap total within 10% or 50 us (the larger) of the clean idle: clean step minus CUPTI busy;
+  - per op class median gap within 1 us or 15% of CUPTI's, where CUPTI's own step is within 5% of clean;
+  - CUPTI's step time against clean (how far CUPTI's timestamps can be trusted).
+A failing cell is reported and the matrix goes on; cells past ``--budget-s`` are skipped, not run.
+
+Run from the repository root:  PYTHONPATH=. python benchmarks/bench_sampled_gaps.py --out $OUT/sampled.json
+(about 3-5 minutes on an H200; ``--shapes``, ``--modes``, ``--batches`` narrow it; ``--no-pdl`` turns programmatic
+dependent launch off, which the durations pass breaks anyway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+SHAPES = ("llama-3.2-1b", "llama-3-8b")
+MODES = ("eager", "piecewise", "full")
+BATCHES = (1, 8, 64)
+GIB = 1 << 30
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    parser.add_argument("--context", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=30, help="clean steps timed per cell")
+    parser.add_argument("--density", choices=("sampled", "dense"), default="sampled")
+    parser.add_argument("--budget-s", type=float, default=280.0, help="skip cells that would start after this")
+    parser.add_argument(
+        "--pdl", action=argparse.BooleanOptionalAction, default=True, help="programmatic dependent launch (default on)"
+    )
+    return parser.parse_args()
+
+
+def main() -> None:
+    import torch
+
+    from launchprobe.measure import kernel_pass
+
+    args = parse()
+    start = time.perf_counter()
+    shapes = [s for s in args.shapes.split(",") if s]
+    modes = [m for m in args.modes.split(",") if m]
+    batches = [int(b) for b in args.batches.split(",") if b]
+    out: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "context": args.context,
+        "density": args.density,
+        "pdl": args.pdl,
+        "cells": [],
+    }
+    print(
+        f"{out['device']}, torch {out['torch']}: {shapes} x {modes} x batches {batches}, "
+        f"PDL {'on' if args.pdl else 'off'}",
+        flush=True,
+    )
+    costs = kernel_pass.measure_event_costs()
+    out["event_costs"] = vars(costs)
+    print(
+        f"event record {costs.host_record_ns / 1e3:.2f} us host, event node {costs.node_ns / 1e3:.2f} us GPU, "
+        f"pair offset {costs.pair_offset_ns / 1e3:.2f} us ({time.perf_counter() - start:.0f} s)",
+        flush=True,
+    )
+    for shape_name in shapes:
+        try:
+            model, config = build(shape_name, batches, args)
+        except Exception as error:  # a shape that cannot be built: every one of its cells says why
+            for mode in modes:
+                for batch in batches:
+                    out["cells"].append(failed(shape_name, mode, batch, error))
+            continue
+        state: dict[str, Any] = {"costs": costs}
+        for mode in modes:
+            for batch in batches:
+                elapsed = time.perf_counter() - start
+                if elapsed > args.budget_s:
+                    cell = {"shape": shape_name, "mode": mode, "batch": batch, "status": "skipped: time budget"}
+                else:
+                    cell = run_cell(model, config, state, mode, batch, args)
+                cell["elapsed_s"] = round(time.perf_counter() - start, 1)
+                out["cells"].append(cell)
+                print(line(cell), flush=True)
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(out, indent=1, default=str))  # after every cell: a crash loses none
+            gc.collect()
+        del model, state
+        gc.collect()
+        torch.cuda.empty_cache()
+    out["total_s"] = round(time.perf_counter() - start, 1)
+    print()
+    print(table(out["cells"]))
+    args.out.write_text(json.dumps(out, indent=1, default=str))
+    print(f"\nwrote {args.out} ({out['total_s']} s)")
+
+
+def build(shape_name: str, batches: list[int], args: argparse.Namespace) -> tuple[Any, Any]:
+    import torch
+
+    from launchprobe.classify import ClassifyConfig
+    from launchprobe.kernels import KernelSettings
+    from launchprobe.workload.model import DecodeModel, plan_memory
+    from launchprobe.workload.shape import load_shape
+
+    shape = load_shape(shape_name)
+    largest = max(batches)
+    free, _ = torch.cuda.mem_get_info()
+    plan = plan_memory(shape, largest, args.context, "bf16", free, 60 << 20, max(2 * GIB, free // 50))
+    t0 = time.perf_counter()
+    model = DecodeModel(
+        shape, context=args.context, dtype="bf16", device="cuda", max_bucket=largest, plan=plan,
+        kernel_settings=KernelSettings(pdl=args.pdl),
+    )  # fmt: skip
+    torch.cuda.synchronize()
+    print(f"{shape_name}: model built in {time.perf_counter() - t0:.1f} s ({plan.weight_bytes / GIB:.1f} GiB)")
+    config = ClassifyConfig(
+        shape=shape, batches=list(batches), context=args.context, kernels=True, kernel_density=args.density,
+        capture_sizes=sorted(batches),
+    )  # fmt: skip
+    return model, config
+
+
+def run_cell(model: Any, config: Any, state: dict[str, Any], mode: str, batch: int, args: argparse.Namespace) -> Any:
+    import torch
+
+    from launchprobe.classify import run_kernel_pass
+    from launchprobe.measure.markers import Markers
+    from launchprobe.measure.samples import Samples
+    from launchprobe.measure.timing import time_steps_cuda, warm_up
+    from launchprobe.workload.modes import prepare
+
+    shape = config.shape.name
+    t0 = time.perf_counter()
+    runner = None
+    try:
+        markers = Markers("steps")
+        pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
+        runner = prepare(mode, batch, model.step(batch), pool, markers)
+        warm_up(runner.run, 10, True)
+        clean = Samples.of(time_steps_cuda(runner.run, args.steps))
+        kp = run_kernel_pass(model, mode, batch, clean.median, config, state, runner, markers)
+        return summarise(shape, mode, batch, clean.median, clean.relative_noise, kp, time.perf_counter() - t0)
+    except Exception as error:
+        return failed(shape, mode, batch, error)
+    finally:
+        del runner
+        gc.collect()
+
+
+def failed(shape: str, mode: str, batch: int, error: BaseException) -> dict[str, Any]:
+    tail = traceback.format_exception(type(error), error, error.__traceback__)[-3:]
+    return {"shape": shape, "mode": mode, "batch": batch, "status": f"failed: {type(error).__name__}: {error}",
+            "traceback": "".join(tail)}  # fmt: skip
+
+
+def summarise(
+    shape: str, mode: str, batch: int, clean_ms: float, noise: float, kp: Any, seconds: float
+) -> dict[str, Any]:
+    import msgspec
+
+    check = kp.cupti_check
+    record = msgspec.to_builtins(kp)
+    if not (shape == "llama-3.2-1b" and mode == "eager" and batch == 1):
+        record.pop("kernels", None)  # the per-op rows of the launch-bound case are kept; elsewhere the op table
+    cell: dict[str, Any] = {
+        "shape": shape, "mode": mode, "batch": batch, "status": "ok", "seconds": round(seconds, 1),
+        "clean_ms": clean_ms, "clean_noise": noise, "stride": kp.stride, "variants": kp.variants,
+        "sampled_steps": kp.sampled_steps, "stitched": kp.stitched, "refusal": kp.refusal,
+        "instrumented_ms": kp.instrumented_step_ms, "overhead": kp.overhead_fraction,
+        "overhead_max_variant": kp.variant_overhead_max_fraction, "within_2pct": kp.overhead_within_budget,
+        "pairing": kp.pairing, "kernel_pass": record,
+    }  # fmt: skip
+    if check is not None and check.available:
+        failing = [o for o in check.ops if not o.gap_agrees]
+        worst = max(check.ops, key=lambda o: abs(o.gap_diff_ns), default=None)
+        cell.update(
+            cupti_step_vs_clean=check.cupti_overhead_fraction,
+            cupti_trusted=check.cupti_trusted,
+            stitched_gap_total_us=check.events_total_gap_ns / 1e3 if check.events_total_gap_ns is not None else None,
+            clean_idle_us=check.clean_idle_ns / 1e3 if check.clean_idle_ns is not None else None,
+            gap_total_diff_us=check.total_gap_diff_ns / 1e3 if check.total_gap_diff_ns is not None else None,
+            gap_total_tolerance_us=check.total_gap_tolerance_ns / 1e3 if check.total_gap_tolerance_ns else None,
+            gap_total_agrees=check.total_gap_agrees,
+            busy_rel_diff=check.busy_rel_diff,
+            busy_agrees=check.busy_agrees,
+            op_classes=len(check.ops),
+            op_classes_agree=len(check.ops) - len(failing),
+            op_gaps_agree=check.ops_agree,
+            worst_op=f"{worst.op} {worst.gap_diff_ns / 1e3:+.2f} us" if worst else None,
+            grouping=check.grouping,
+            agrees=check.agrees,
+        )
+    return cell
+
+
+def yes(value: Any) -> str:
+    return "-" if value is None else "yes" if value else "NO"
+
+
+def pct(value: Any) -> str:
+    return "-" if value is None else f"{value:+.1%}"
+
+
+def num(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def line(cell: dict[str, Any]) -> str:
+    head = f"[{cell.get('elapsed_s', 0):6.1f} s] {cell['shape']:<13} {cell['mode']:<9} b={cell['batch']:<3}"
+    if cell["status"] != "ok":
+        return f"{head} {cell['status']}"
+    return (
+        f"{head} clean {cell['clean_ms']:.3f} ms, k={cell['stride']}, overhead {pct(cell['overhead'])} "
+        f"(max variant {pct(cell['overhead_max_variant'])}), gap total {num(cell.get('stitched_gap_total_us'))} vs "
+        f"idle {num(cell.get('clean_idle_us'))} us: {yes(cell.get('gap_total_agrees'))}, op gaps "
+        f"{cell.get('op_classes_agree', '-')}/{cell.get('op_classes', '-')}, CUPTI step "
+        f"{pct(cell.get('cupti_step_vs_clean'))} ({cell['seconds']} s)"
+        + ("" if cell["stitched"] else f" REFUSED: {cell['refusal']}")
+    )
+
+
+def table(cells: list[dict[str, Any]]) -> str:
+    header = (
+        f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'k':>4} {'overhead':>9} {'<=2%':>5} "
+        f"{'gap tot us':>10} {'idle us':>9} {'diff us':>8} {'tol us':>7} {'ok':>3} {'busy':>6} {'CUPTI':>7} "
+        f"{'trust':>5} {'op gaps':>7} {'worst op':>22} {'verdict':>8}"
+    )
+    rows = [header, "-" * len(header)]
+    for c in cells:
+        if c["status"] != "ok":
+            rows.append(f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['status'][:100]}")
+            continue
+        ops = f"{c.get('op_classes_agree', '-')}/{c.get('op_classes', '-')}" if c.get("op_classes") else "n/a"
+        verdict = "REFUSED" if not c["stitched"] else "AGREE" if c.get("agrees") else "DISAGREE"
+        rows.append(
+            f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} {c['stride'] or '-':>4} "
+            f"{pct(c['overhead_max_variant']):>9} {yes(c['within_2pct']):>5} "
+            f"{num(c.get('stitched_gap_total_us')):>10} {num(c.get('clean_idle_us')):>9} "
+            f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_tolerance_us'), 0):>7} "
+            f"{yes(c.get('gap_total_agrees')):>3} {pct(c.get('busy_rel_diff')):>6} "
+            f"{pct(c.get('cupti_step_vs_clean')):>7} {yes(c.get('cupti_trusted')):>5} {ops:>7} "
+            f"{c.get('worst_op') or '-':>22} {verdict:>8}"
+        )
+    rows.append(
+        "overhead: the slowest variant's median step against clean; gap tot: stitched per-step gaps; idle: clean "
+        "step minus CUPTI busy; tol: 10% or 50 us; busy: stitched vs CUPTI; CUPTI: its step against clean (trusted "
+        "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted)"
+    )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""A discrete model of one host thread feeding one CUDA stream, for testing the sampled kernel pass on the CPU.
+
+Eager: the host spends ``launch_ns[i]`` per op, then the kernel runs at max(GPU free, submit + latency) for
+``duration_ns[i]``. An event record costs the host ``record_ns`` and the GPU ``event_gpu_ns`` once the stream
+reaches it (it fires then). At most ``queue_depth`` items may be pending: the host blocks on a full queue. Graph:
+one replay call of ``replay_ns`` host time submits every node; nodes run back to back ``node_gap_ns`` apart, an
+event node costing ``event_node_ns`` of GPU time. Every step starts with the clean timing's boundary event.
+Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
+and CUPTI would report.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from launchprobe.analysis.sampled import SampledStep
+
+
+@dataclass
+class Stream:
+    duration_ns: list[int]
+    launch_ns: list[int]
+    graph: bool = False
+    record_ns: int = 4_000
+    event_gpu_ns: int = 300
+    event_node_ns: int = 1_900
+    latency_ns: int = 2_000
+    queue_depth: int = 1_000
+    replay_ns: int = 6_000
+    node_gap_ns: int = 1_000
+    jitter_ns: int = 0
+    seed: int = 0
+    host: float = 0.0
+    gpu: float = 0.0
+    _starts: list[float] = field(default_factory=list)
+    _rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def _host(self, cost: float) -> float:
+        self.host += cost + (self._rng.uniform(0, self.jitter_ns) if self.jitter_ns else 0.0)
+        if len(self._starts) >= self.queue_depth:
+            self.host = max(self.host, self._starts[-self.queue_depth])
+        return self.host
+
+    def _run(self, earliest: float, busy: float) -> tuple[float, float]:
+        start = max(self.gpu, earliest)
+        self.gpu = start + busy
+        self._starts.append(start)
+        return start, self.gpu
+
+    def event(self) -> float:
+        submit = self._host(self.record_ns)
+        fire, _ = self._run(submit + self.latency_ns, self.event_gpu_ns)
+        return fire
+
+    def step(self, sampled: Sequence[int] = ()) -> tuple[float, dict[int, float], list[tuple[float, float]]]:
+        """One step: boundary event, then the ops with an end event after each op in ``sampled``."""
+        boundary = self.event()
+        marks = set(sampled)
+        ends: dict[int, float] = {}
+        kernels: list[tuple[float, float]] = []
+        if self.graph:
+            submit = self._host(self.replay_ns)
+            earliest = submit + self.latency_ns
+            for i, duration in enumerate(self.duration_ns):
+                kernels.append(self._run(earliest, duration))
+                earliest = self.gpu + self.node_gap_ns
+                if i in marks:
+                    ends[i], _ = self._run(earliest, self.event_node_ns)
+                    earliest = self.gpu + self.node_gap_ns
+            return boundary, ends, kernels
+        for i, (duration, launch) in enumerate(zip(self.duration_ns, self.launch_ns)):
+            submit = self._host(launch)
+            kernels.append(self._run(submit + self.latency_ns, duration))
+            if i in marks:
+                ends[i] = self.event()
+        return boundary, ends, kernels
+
+
+def run_sampled(
+    stream: Stream, plan: Sequence[Sequence[int]], cycles: int, lead_in: int = 2
+) -> tuple[list[SampledStep], list[list[tuple[float, float]]]]:
+    """Cycles of lead-in clean steps then one step per variant (rotated), as kernel_pass.py runs them. Returns the
+    sampled steps and the kernels of every sampled step."""
+    from launchprobe.analysis.sampled import variant_order
+
+    out: list[SampledStep] = []
+    kernels: list[list[tuple[float, float]]] = []
+    for cycle in range(cycles):
+        for _ in range(lead_in):
+            stream.step()
+        order = variant_order(len(plan), cycle)
+        records = [(v, stream.step(plan[v])) for v in order]
+        final = stream.event()  # the boundary after the last step
+        starts = [rec[0] for _, rec in records] + [final]
+        for j, (variant, (boundary, ends, ks)) in enumerate(records):
+            out.append(
+                SampledStep(
+                    variant=variant,
+                    step_ns=round(starts[j + 1] - boundary),
+                    ends={i: round(t - boundary) for i, t in ends.items()},
+                )
+            )
+            kernels.append(ks)
+        stream.gpu = max(stream.gpu, stream.host)  # the cycle ends in a sync
+        stream.host = stream.gpu
+    return out, kernels
+
+
+def clean_steps(stream: Stream, steps: int, warm: int = 3) -> tuple[list[float], list[list[tuple[float, float]]]]:
+    """Back-to-back clean steps: step lengths (boundary to boundary) and kernels, after ``warm`` steps."""
+    bounds, kernels = [], []
+    for _ in range(warm):
+        stream.step()
+    for _ in range(steps):
+        boundary, _, ks = stream.step()
+        bounds.append(boundary)
+        kernels.append(ks)
+    bounds.append(stream.event())
+    return [b - a for a, b in zip(bounds, bounds[1:])], kernels
+
+
+def clean_gaps(kernels: list[list[tuple[float, float]]]) -> list[float]:
+    """The gap before every op of the last clean step (op 0: from the previous step's last kernel)."""
+    last, previous = kernels[-1], kernels[-2]
+    gaps = [last[0][0] - previous[-1][1]]
+    gaps += [last[i][0] - last[i - 1][1] for i in range(1, len(last))]
+    return gaps

@@ -1,0 +1,229 @@
+"""The GPU side of the kernel pass (measure/kernel_pass.py) driven end to end on the CPU, against a fake
+``torch.cuda``: a virtual clock with one host thread and one stream (launch costs, event records, graph capture
+and replay with event nodes) and a fake CUPTI that reports the kernels it saw. It checks the glue: variants,
+rotation, reading events, the stride search, CUPTI sequences, the typed result; the physics is in
+tests/test_sampled_gaps.py and, on a real GPU, tests/test_kernel_pass_gpu.py."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from launchprobe.measure import kernel_pass
+from launchprobe.workload.model import Op
+from launchprobe.workload.modes import StepRunner, split_segments
+
+
+class Clock:
+    def __init__(self, record_ns: float = 4_000, launch_ns: float = 8_000, node_ns: float = 1_900) -> None:
+        self.host = 0.0
+        self.gpu = 0.0
+        self.record_ns, self.launch_ns, self.node_ns = record_ns, launch_ns, node_ns
+        self.capturing: list[Callable[[], None]] | None = None
+        self.trace: list[tuple[str, int, int]] | None = None
+        self.launches = 0
+
+    def kernel(self, name: str, duration: float) -> None:
+        if self.capturing is not None:
+            self.capturing.append(lambda: self._run(name, duration, replayed=True))
+            return
+        self.host += self.launch_ns
+        self._run(name, duration, replayed=False)
+
+    def _run(self, name: str, duration: float, replayed: bool) -> None:
+        start = max(self.gpu, self.host + (0 if replayed else 2_000))
+        self.gpu = start + duration
+        if self.trace is not None:
+            self.trace.append((name, round(start), round(self.gpu)))
+
+    def event_time(self, replayed: bool) -> float:
+        if not replayed:
+            self.host += self.record_ns
+        fire = max(self.gpu, self.host)
+        self.gpu = fire + (self.node_ns if replayed else 300)
+        return fire
+
+
+CLOCK = Clock()
+
+
+class FakeEvent:
+    def __init__(self, enable_timing: bool = False, external: bool = False) -> None:
+        self.t: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        if CLOCK.capturing is not None:
+            CLOCK.capturing.append(self._replayed)
+            return
+        self.t = CLOCK.event_time(replayed=False)
+
+    def _replayed(self) -> None:
+        self.t = CLOCK.event_time(replayed=True)
+
+    def elapsed_time(self, other: FakeEvent) -> float:
+        assert self.t is not None and other.t is not None, "reading an event that never fired"
+        return (other.t - self.t) / 1e6
+
+    def synchronize(self) -> None:
+        CLOCK.host = max(CLOCK.host, CLOCK.gpu)
+
+
+class FakeGraph:
+    def __init__(self) -> None:
+        self.calls: list[Callable[[], None]] = []
+
+    def replay(self) -> None:
+        CLOCK.host += 6_000
+        for call in self.calls:
+            call()
+
+
+@contextlib.contextmanager
+def fake_capture(graph: FakeGraph, pool: Any = None) -> Iterator[None]:
+    assert CLOCK.capturing is None, "nested capture"
+    CLOCK.capturing = graph.calls
+    try:
+        yield
+    finally:
+        CLOCK.capturing = None
+
+
+class FakeStream:
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+
+def synchronize() -> None:
+    CLOCK.host = max(CLOCK.host, CLOCK.gpu) + 1_000_000  # a sync, and the host's pause after it
+
+
+def fake_intervals(work: Callable[[], Any]) -> list[tuple[str, int, int]]:
+    CLOCK.trace = []
+    try:
+        work()
+    finally:
+        rows, CLOCK.trace = CLOCK.trace, None
+    return sorted(rows, key=lambda row: row[1])
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    global CLOCK
+    CLOCK = Clock()
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_capture)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: FakeStream())
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (1 << 30, 1 << 31))
+    monkeypatch.setattr(kernel_pass, "cuda_intervals", fake_intervals)
+    monkeypatch.setattr(kernel_pass, "COUNT_PAUSE_S", 0.0)
+    monkeypatch.setattr(kernel_pass, "SAMPLING_TIME_S", 0.05)
+    return CLOCK
+
+
+def fake_ops(layers: int = 3, *, splitk: bool = False) -> list[Op]:
+    names = [
+        ("attn_norm", 2_500), ("qkv", 12_000), ("rotary", 2_000), ("kv_write", 2_000), ("attention", 6_000),
+        ("o_proj", 28_000), ("mlp_norm", 2_500), ("gate_up", 56_000), ("silu_mul", 2_500), ("down", 30_000),
+    ]  # fmt: skip
+
+    def op(name: str, layer: int, duration: int) -> Op:
+        def run() -> None:
+            CLOCK.kernel(name, duration)
+            if splitk and name == "o_proj":
+                CLOCK.kernel("splitk_reduce", 1_000)
+
+        return Op(name, layer, run)
+
+    ops = [op("embed", -1, 2_000)]
+    ops += [op(name, layer, d) for layer in range(layers) for name, d in names]
+    return [*ops, op("final_norm", -1, 2_000), op("lm_head", -1, 250_000)]
+
+
+def clean_runner(mode: str, ops: list[Op]) -> tuple[StepRunner, float]:
+    from launchprobe.measure.samples import Samples
+    from launchprobe.measure.timing import time_steps_cuda, warm_up
+
+    runner = StepRunner(mode, 8, split_segments(ops, mode))
+    if mode != "eager":
+        runner.capture(None)
+    warm_up(runner.run, 3, True)
+    return runner, Samples.of(time_steps_cuda(runner.run, 20)).median
+
+
+COSTS = kernel_pass.EventCosts(host_record_ns=4_000, node_ns=1_900, pair_offset_ns=1_900, pair_offset_method="t")
+
+
+def run_pass(mode: str, density: str = "sampled", splitk: bool = False) -> Any:
+    ops = fake_ops(splitk=splitk)
+    runner, clean_ms = clean_runner(mode, ops)
+    durations = kernel_pass.graph_durations(8, ops, 3, COSTS.pair_offset_ns)
+    counts = kernel_pass.kernel_counts(ops)
+    return kernel_pass.kernel_pass(
+        mode, 8, ops, clean=runner, clean_step_ms=clean_ms, costs=COSTS, durations_ns=durations, counts=counts,
+        density=density, repeats=3,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["eager", "piecewise", "full"])
+def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
+    result = run_pass(mode, splitk=True)
+    assert result.stitched and result.picture == "stitched", result.refusal
+    assert result.sequence_check.startswith("same kernel sequence (36 kernels)"), result.sequence_check
+    assert result.stride >= 2 and result.variants == result.stride + 1 and result.stride_probes
+    if mode == "piecewise":  # host records and event nodes mixed: one event per step, the exact pairing
+        assert result.stride == 33 and result.pairing.startswith("k = n")
+    else:
+        assert result.stride < 33 and result.pairing.startswith("every event of one kind")
+    assert len(result.kernels) == 33 and result.ops and result.gaps is not None
+    check = result.cupti_check
+    assert (
+        check is not None and check.available and check.cupti_kernels == 36
+    )  # 33 ops, 3 of them with a split-K reduce
+    assert check.grouping.startswith("by a counting pass")  # the split-K reduce grouped into its op
+    assert check.cupti_trusted  # nothing in the fake slows the host under CUPTI
+    assert check.total_gap_agrees and check.busy_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
+    assert check.ops and check.ops_agree, [(o.op, o.gap_diff_ns) for o in check.ops if not o.gap_agrees]
+    assert check.agrees
+    assert result.overhead_within_budget and abs(result.overhead_fraction) <= 0.02
+    import msgspec
+
+    assert msgspec.convert(msgspec.to_builtins(result), type(result)) == result  # the record round-trips
+
+
+@pytest.mark.parametrize("mode", ["eager", "full"])
+def test_dense_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
+    result = run_pass(mode, density="dense")
+    assert result.picture == "instrumented" and result.perturbing and result.stride == 1
+    assert result.overhead_fraction > 0.005  # an event after every op: 33 events cost the step ~1.4% here
+    if mode == "full":
+        assert result.gaps_corrected is not None
+    else:
+        assert result.gaps_corrected is None
+
+
+def test_refusal_end_to_end(fake_cuda: Clock) -> None:
+    state = {"n": 0}
+
+    def alternating() -> None:
+        state["n"] += 1
+        CLOCK.kernel("b", 5_000)
+        if state["n"] % 2 == 0:
+            CLOCK.kernel("b_extra", 1_000)
+
+    ops = [Op("a", 0, lambda: CLOCK.kernel("a", 5_000)), Op("b", 0, alternating)] * 3
+    runner, clean_ms = clean_runner("eager", ops)
+    result = kernel_pass.kernel_pass(
+        "eager", 8, ops, clean=runner, clean_step_ms=clean_ms, costs=COSTS, durations_ns=[5_000] * 6,
+        counts="not counted", repeats=3,
+    )  # fmt: skip
+    assert result.stitched is False and result.kernels == [] and result.refusal
+    assert "not constant" in result.refusal or "not the same kernel sequence" in result.refusal

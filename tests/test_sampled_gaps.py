@@ -1,0 +1,316 @@
+"""The sampled kernel pass on constructed event streams: rotation, stitching, refusal, k selection, the checks.
+
+tests/stream_sim.py models a host thread feeding one CUDA stream (launch costs, event records with host and GPU
+cost, a bounded launch queue, graph replays with event nodes); the stitched step must reproduce the clean step's
+gaps in the regimes where the argument of analysis/sampled.py holds, and the dense step must not.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
+
+from launchprobe.analysis.kernel_gaps import OpTiming
+from launchprobe.analysis.sampled import (
+    SampledStep,
+    StitchRefused,
+    choose_stride,
+    clean_check,
+    counts_from_clusters,
+    cupti_reference,
+    cycles_for,
+    first_difference,
+    group_ops,
+    initial_stride,
+    instrumented_rows,
+    pair_sources,
+    sampling_plan,
+    sequence_problem,
+    sound_corrections,
+    split_steps,
+    stitch,
+    variant_order,
+)
+
+
+def timings(n: int, host: bool = True) -> list[OpTiming]:
+    return [OpTiming(f"op{i % 5}", i // 5, host_launched=host) for i in range(n)]
+
+
+# --- rotation -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n", "k"), [(10, 1), (10, 2), (10, 3), (11, 4), (7, 7), (5, 9), (323, 13)])
+def test_plan_covers_every_op_and_pairs_see_equal_events(n: int, k: int) -> None:
+    plan = sampling_plan(n, k)
+    assert sorted(i for v in plan[: min(k, n)] for i in v) == list(range(n))  # the k residues partition the ops
+    assert len(plan) == (min(k, n) + 1 if k > 1 else 1)
+    pairs = pair_sources(n, k)
+    assert len(pairs) == n  # the last one: the next step's boundary standing as op n
+    for i, (mine, previous) in enumerate(pairs, start=1):
+        assert (i in plan[mine] or i == n) and i - 1 in plan[previous]
+        before_i = sorted(i - j for j in plan[mine] if j < i)  # distances of the events ahead of each end
+        before_prev = sorted(i - 1 - j for j in plan[previous] if j < i - 1)
+        if k > 1:
+            assert before_i == before_prev, (i, mine, previous)
+            assert not any(i - 1 == j for j in plan[mine])  # no event between op i-1 and op i
+        else:
+            assert i - 1 in plan[mine]  # dense: the event after op i-1 sits in the gap
+
+
+def test_variant_order_rotates() -> None:
+    assert variant_order(4, 0) == [0, 1, 2, 3]
+    assert variant_order(4, 1) == [1, 2, 3, 0]
+    assert sorted(variant_order(5, 3)) == list(range(5))
+
+
+def test_plan_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        sampling_plan(0, 2)
+    with pytest.raises(ValueError):
+        sampling_plan(3, 0)
+
+
+# --- stitching on simulated streams -----------------------------------------------------------------------------
+
+
+def _durations(n: int) -> list[int]:
+    pattern = [2_500, 12_000, 2_000, 2_000, 6_000, 28_000, 2_500, 56_000, 2_500, 30_000]
+    return [pattern[i % len(pattern)] for i in range(n)]
+
+
+def _stitched_vs_clean(stream_kwargs: dict, n: int, k: int, cycles: int = 3) -> tuple[list[int], list[float], float]:
+    durations = _durations(n)
+    clean = Stream(duration_ns=durations, launch_ns=[8_000] * n, **stream_kwargs)
+    lengths, kernels = clean_steps(clean, 6)
+    truth = clean_gaps(kernels)
+    sampled = Stream(duration_ns=durations, launch_ns=[8_000] * n, **stream_kwargs)
+    steps, _ = run_sampled(sampled, sampling_plan(n, k), cycles)
+    result = stitch(timings(n), steps, k, durations)
+    return [r["gap_before_ns"] for r in result.rows], truth, statistics.median(lengths)
+
+
+@pytest.mark.parametrize("k", [2, 3, 7, 40])
+def test_launch_bound_eager_stitches_to_the_clean_gaps(k: int) -> None:
+    # kernels of 2 us behind 8 us launches: the GPU waits on the host before every op, every event record
+    # delays everything after it. The paired ends see the same delay: the gaps come out exactly.
+    kw = {"record_ns": 5_000, "queue_depth": 10_000}
+    n = 40
+    durations = [2_000] * n
+    clean = Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw)
+    _, kernels = clean_steps(clean, 4)
+    truth = clean_gaps(kernels)
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, k), 2)
+    rows = stitch(timings(n), steps, k, durations).rows
+    assert [r["gap_before_ns"] for r in rows[1:]] == pytest.approx(truth[1:], abs=1)
+    # between steps the tail carries the event after the last op, and nothing else
+    assert rows[0]["gap_before_ns"] == pytest.approx(truth[0], abs=1)
+
+
+def test_gpu_bound_eager_and_full_graph_stitch_to_the_clean_gaps() -> None:
+    n = 53
+    # host far ahead (8 us launches, kernels of 2.5-56 us, deep queue): events cost only their GPU time
+    gaps, truth, _ = _stitched_vs_clean({"record_ns": 5_000, "queue_depth": 64}, n, 5)
+    assert gaps[1:] == pytest.approx(truth[1:], abs=1)
+    # full graph: event nodes cost ~1.9 us of GPU time each and shift everything after them alike
+    gaps, truth, _ = _stitched_vs_clean({"graph": True}, n, 4)
+    assert gaps[1:] == pytest.approx(truth[1:], abs=1)
+    assert gaps[0] == pytest.approx(truth[0], abs=1)
+
+
+def test_dense_events_perturb_and_the_stitched_total_matches_clean_idle() -> None:
+    n, durations = 40, [2_000] * 40
+    kw = {"record_ns": 5_000, "queue_depth": 10_000}
+    lengths, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 4)
+    truth = clean_gaps(kernels)
+    dense_steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, 1), 3)
+    dense = instrumented_rows(timings(n), dense_steps, durations)
+    # every gap carries the event record after the previous op: +5 us on an 8 us launch
+    assert statistics.median(r["gap_before_ns"] for r in dense.rows[1:]) == pytest.approx(
+        statistics.median(truth[1:]) + 5_000, abs=1
+    )
+    assert dense.instrumented_step_ns > 1.5 * statistics.median(lengths)
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, 20), 3)
+    sampled = stitch(timings(n), steps, 20, durations)
+    clean_idle = statistics.median(lengths) - sum(durations)
+    assert sampled.idle_ns == pytest.approx(clean_idle, abs=1)
+    assert sampled.busy_ns == sum(durations)
+    assert sampled.sampled_steps == 3 * len(sampling_plan(n, 20))
+    assert sampled.instrumented_step_ns / statistics.median(lengths) - 1 < 0.05
+
+
+def test_mixed_regime_with_jitter_stays_close() -> None:
+    # launches 8 us, kernels 2.5-56 us: the host is behind on short kernels and ahead on long ones; host jitter
+    n = 60
+    durations = _durations(n)
+    kw = {"record_ns": 5_000, "queue_depth": 6, "jitter_ns": 1_000, "seed": 3}
+    _, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 20)
+    per_op = [statistics.median(clean_gaps(kernels[: j + 2])[i] for j in range(19)) for i in range(n)]
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, 6), 9)
+    rows = stitch(timings(n), steps, 6, durations).rows
+    errors = [abs(r["gap_before_ns"] - t) for r, t in zip(rows[1:], per_op[1:])]
+    assert statistics.median(errors) < 1_000
+    total = sum(r["gap_before_ns"] for r in rows[1:])
+    assert total == pytest.approx(sum(per_op[1:]), rel=0.10, abs=5_000)
+
+
+def test_stitched_rows_chain_into_one_step() -> None:
+    n, k = 23, 4
+    durations = _durations(n)
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, graph=True), sampling_plan(n, k), 2)
+    s = stitch(timings(n, host=False), steps, k, durations)
+    rows = s.rows
+    assert [r["index"] for r in rows] == list(range(n))
+    for prev, row in zip(rows, rows[1:]):
+        assert row["start_ns"] == prev["end_ns"] + row["gap_before_ns"]
+        assert row["end_ns"] - row["start_ns"] == row["duration_ns"]
+    assert s.step_ns == sum(durations) + sum(r["gap_before_ns"] for r in rows)
+    assert s.idle_ns == s.step_ns - s.busy_ns
+    assert set(s.variant_step_ns) == set(range(k + 1))
+
+
+# --- refusal ------------------------------------------------------------------------------------------------
+
+
+def test_refuses_when_the_kernel_sequence_changes() -> None:
+    clean = [["a", "b", "c"], ["a", "b", "c"]]
+    assert sequence_problem(clean, {0: ["a", "b", "c"], 1: ["a", "b", "c"]}) is None
+    changed = sequence_problem([["a", "b", "c"], ["a", "x", "c"]], {})
+    assert changed is not None and "not the same kernel sequence every time" in changed and "'x'" in changed
+    variant = sequence_problem(clean, {0: ["a", "b", "c"], 3: ["a", "b", "c", "splitk_reduce"]})
+    assert variant is not None and "variant 3" in variant and "3 kernels vs 4" in variant
+    assert sequence_problem([], {}) is not None
+    assert first_difference(["a"], ["a"]) is None
+    with pytest.raises(StitchRefused, match="not constant"):
+        split_steps(["a"] * 7, 2)
+    assert split_steps(["a", "b", "a", "b"], 2) == [["a", "b"], ["a", "b"]]
+
+
+def test_refuses_missing_variants_and_foreign_steps() -> None:
+    ops, durations = timings(6), [1_000] * 6
+    plan = sampling_plan(6, 3)
+    steps = [SampledStep(v, 50_000, {i: 5_000 * (i + 1) for i in plan[v]}) for v in (0, 1, 2)]  # no variant 3
+    with pytest.raises(StitchRefused, match="variant"):
+        stitch(ops, steps, 3, durations)
+    bad = [*steps, SampledStep(3, 50_000, {0: 1})]
+    with pytest.raises(StitchRefused, match="not the ops of its plan"):
+        stitch(ops, bad, 3, durations)
+    with pytest.raises(StitchRefused):
+        stitch(ops, [], 3, durations)
+    with pytest.raises(StitchRefused):
+        stitch(ops, steps, 3, [1])
+
+
+# --- choosing k -----------------------------------------------------------------------------------------------
+
+
+def test_initial_stride_from_the_measured_event_cost() -> None:
+    # 323 host-launched ops, 10 us per record, a 4.8 ms step: 1% is 48 us, so at most 4.8 events: k = 68
+    assert initial_stride([10_000.0] * 323, 4.8e6) == 68
+    assert initial_stride([1_900.0] * 323, 4.8e6) == 13  # event nodes in a graph
+    assert initial_stride([0.0] * 10, 1e6) == 2
+    assert initial_stride([1e9] * 10, 1e6) == 10
+    assert initial_stride([1.0], 1e6) == 1
+
+
+def test_choose_stride_widens_until_within_budget() -> None:
+    cost = 10_000 * 323 / 4.8e6  # overhead if every op were sampled, host-bound
+    choice = choose_stride(323, 10, lambda k: cost / k, search_down=False)
+    assert choice.within_budget and choice.overhead_fraction <= 0.02
+    assert [k for k, _ in choice.probes][0] == 10 and choice.stride > 10
+    assert all(o > 0.02 for k, o in choice.probes if k < choice.stride)
+
+
+def test_choose_stride_searches_down_when_the_host_absorbs_events() -> None:
+    # an eager host far ahead of the GPU: events cost nothing until k < 8
+    choice = choose_stride(323, 68, lambda k: 0.001 if k >= 8 else 0.05)
+    assert choice.stride == 8 and choice.within_budget
+    assert [k for k, _ in choice.probes] == [68, 34, 17, 8, 4]
+
+
+def test_choose_stride_reports_when_even_one_event_is_too_much() -> None:
+    choice = choose_stride(50, 40, lambda k: 0.03)
+    assert choice.stride == 50 and not choice.within_budget and choice.overhead_fraction == 0.03
+    assert choose_stride(1, 5, lambda k: 1.0).stride == 1
+
+
+def test_cycles_fit_the_time_budget() -> None:
+    assert cycles_for(10, 1e6, 1.2e9) == 50  # capped
+    assert cycles_for(300, 5e6, 2e9) == 5  # floor
+    assert cycles_for(10, 1e6, 0.3e9) == 25
+
+
+# --- CUPTI grouping and the checks ------------------------------------------------------------------------------
+
+
+def test_counting_pass_clusters_kernels_into_ops() -> None:
+    kernels = [
+        ("a", 0, 10),
+        ("gemm", 1_000_000, 1_000_050),
+        ("splitk", 1_000_052, 1_000_060),
+        ("c", 2_000_000, 2_000_001),
+    ]
+    assert counts_from_clusters(kernels, 3, 300_000) == [1, 2, 1]
+    with pytest.raises(StitchRefused, match="3 groups of kernels for 4 ops"):
+        counts_from_clusters(kernels, 4, 300_000)
+    assert group_ops([(0, 10), (20, 30), (31, 40), (50, 60)], [1, 2, 1]) == [(0, 10), (20, 40), (50, 60)]
+    with pytest.raises(StitchRefused):
+        group_ops([(0, 10)], [1, 1])
+
+
+def _reference_steps(step: int, ops: list[tuple[int, int]], steps: int) -> list[list[tuple[int, int]]]:
+    return [[(s + j * step, e + j * step) for s, e in ops] for j in range(steps)]
+
+
+def test_cupti_reference_per_op_medians_and_gap_before_op_0() -> None:
+    # 3 ops, the middle one two kernels with 1 us between them; step 100 us
+    ops = [(10_000, 20_000), (25_000, 40_000), (41_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [100_000.0] * 3, [1, 2, 1])
+    assert ref.kernels_per_step == 4 and ref.steps == 3
+    assert ref.busy_ns == 10_000 + 15_000 + 9_000 + 10_000
+    assert ref.op_busy_ns == 10_000 + 25_000 + 10_000
+    assert ref.op_duration_ns == [10_000, 25_000, 10_000]
+    assert ref.op_gap_ns == [40_000, 5_000, 10_000]  # op 0: from the previous step's last end (70 -> 110)
+    ungrouped = cupti_reference(_reference_steps(100_000, ops, 2), [100_000.0] * 2, None)
+    assert ungrouped.op_gap_ns is None and ungrouped.grouping and "unknown" in ungrouped.grouping
+
+
+def _stitched_like(ops: list[tuple[int, int]], step_ns: int) -> object:
+    from launchprobe.analysis.sampled import Stitched
+
+    rows, prev_end = [], ops[-1][1] - step_ns
+    for i, (s, e) in enumerate(ops):
+        rows.append({"index": i, "op": "x" if i % 2 else "y", "layer": 0, "host_launched": True, "start_ns": s,
+                     "end_ns": e, "duration_ns": e - s, "gap_before_ns": s - prev_end})  # fmt: skip
+        prev_end = e
+    busy = sum(e - s for s, e in ops)
+    return Stitched(rows, step_ns, busy, step_ns - busy, 10, float(step_ns), {}, 0.0)
+
+
+def test_clean_check_agrees_trusts_and_disagrees() -> None:
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
+    stitched = _stitched_like(ops, 100_000)
+    check = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
+    assert check["cupti_trusted"] and check["agrees"] and check["ops_agree"]
+    assert check["clean_idle_ns"] == 55_000 and check["events_total_gap_ns"] == 55_000
+    assert {o["op"] for o in check["ops"]} == {"x", "y"}
+    # CUPTI slowed its step by 30%: not trusted op for op, still used for busy
+    slow = cupti_reference(_reference_steps(130_000, ops, 3), [130_000.0] * 3, [1, 1, 1])
+    check = clean_check(stitched, 100_000.0, slow)  # type: ignore[arg-type]
+    assert not check["cupti_trusted"] and check["ops"] == [] and check["ops_agree"] is None
+    assert "beyond 5%" in check["trust_note"] and check["agrees"]
+    # stitched gaps 80 us too large in total: beyond 10% / 50 us
+    wrong = _stitched_like([(10_000, 20_000), (105_000, 130_000), (140_000, 150_000)], 180_000)
+    check = clean_check(wrong, 100_000.0, ref)  # type: ignore[arg-type]
+    assert not check["total_gap_agrees"] and not check["agrees"] and check["total_gap_tolerance_ns"] == 50_000
+    assert not all(o["gap_agrees"] for o in check["ops"])
+
+
+def test_corrections_only_inside_one_graph() -> None:
+    gaps = ((0, False), (3_000, False), (9_000, True), (2_500, False), (1_000, False))
+    rows = [{"gap_before_ns": g, "host_launched": h} for g, h in gaps]
+    # segments: ops 0-1 in graph 0, op 2 eager, ops 3-4 in graph 1
+    assert sound_corrections(rows, [0, 0, 1, 2, 2], 1_900) == [None, 1_100, None, None, 0]
