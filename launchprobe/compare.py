@@ -276,6 +276,8 @@ def _check(base: Run, new: Run, out: Comparison) -> None:
         for label, run in (("base", base), ("new", new)):
             if run.config.plan:
                 out.problems.append(f"the {label} run is a --plan run: nothing was measured")
+            if run.incomplete:
+                out.notes.append(f"the {label} run is incomplete (interrupted): rows it lacks are not compared")
         differ(
             "ceilings source",
             base.ceilings.source if base.ceilings else None,

@@ -9,6 +9,8 @@ pass, busy and idle time per step instead of the timeline. analyze: busy and idl
 
 from __future__ import annotations
 
+import glob
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,17 +232,47 @@ def make_plots(run: Run) -> list[Plot]:
     return [p for p in plots if p is not None]
 
 
+# The names make_plots may give its files. Which ones a run will write is known only once it is made, so the
+# check before measuring refuses any of them (without --force).
+PLOT_PATTERNS = ("timeline-b*.png", "gaps-b*.png", "regime.png", "busy-idle.png", "windows.png")
+
+
+def check_plot_dir(directory: Path, *, force: bool = False, names: Sequence[str] | None = None) -> None:
+    """Refuse, before any long work, a --plot folder the plots cannot go into: a file, a folder under a file, an
+    unwritable place, or (without ``force``) a folder that already holds PNGs of these ``names`` (default: any
+    name a plot may have, PLOT_PATTERNS)."""
+    from launchprobe.run.files import probe_folder
+
+    directory = Path(directory)
+    existing = directory
+    try:
+        while not existing.exists():  # the nearest folder that is there: the plots' folder is made in it
+            if existing.parent == existing:
+                break
+            existing = existing.parent
+        if not existing.is_dir():
+            what = "not a folder" if existing == directory else f"{existing} is not a folder"
+            raise UsageError(f"--plot {directory}: {what}")
+        if existing == directory and not force:
+            patterns = PLOT_PATTERNS if names is None else [f"{glob.escape(name)}.png" for name in names]
+            found = sorted({p.name for pattern in patterns for p in directory.glob(pattern)})
+            if found:
+                shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+                raise UsageError(
+                    f"--plot {directory} already holds plots ({shown}); choose another folder or pass --force"
+                )
+    except OSError as exc:
+        raise UsageError(f"--plot {directory}: {exc.strerror}") from None
+    probe_folder(directory, existing)
+
+
 def write_plots(run: Run, directory: Path, *, force: bool = False) -> list[Path]:
     """Write every picture the run has data for into ``directory`` (created if missing); return the files.
     An existing PNG of the same name is replaced only with ``force``."""
     directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise UsageError(f"--plot {directory}: not a folder")
     plots = make_plots(run)
+    check_plot_dir(directory, force=force, names=[p.name for p in plots])
     paths = [directory / f"{p.name}.png" for p in plots]
-    existing = [str(p) for p in paths if p.exists()]
-    if existing and not force:
-        raise UsageError(f"{', '.join(existing)} already exist; choose another folder or pass --force")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for plot, path in zip(plots, paths, strict=True):

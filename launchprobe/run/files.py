@@ -7,11 +7,13 @@ mid-write never leaves a truncated run file in place.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import math
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,12 +41,105 @@ def finite_number(value: Any) -> float | None:
 
 
 def check_writable(path: Path, force: bool) -> None:
-    """Refuse to overwrite a user's file unless asked; fail early, before any long measurement."""
-    if path.exists() and not force:
-        raise UsageError(f"{path} already exists; choose another name or pass --force to overwrite it")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {path}: folder {parent} does not exist")
+    """Refuse, before any long measurement, an output that cannot be written or would replace a user's file:
+    a folder, a special file other than a character device or pipe (``/dev/null``, ``/dev/stdout``), an existing
+    file without ``force``, a missing or unwritable folder (tried with a temporary file, removed at once)."""
+    info = _stat(path)
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"cannot write {path}: it is a folder; give a file name")
+        if _is_stream(info):
+            if not os.access(path, os.W_OK):
+                raise UsageError(f"cannot write {path}: permission denied")
+            return
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"cannot write {path}: not a regular file")
+        if not force:
+            raise UsageError(f"{path} already exists; choose another name or pass --force to overwrite it")
+    folder = _target(path).parent
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {path}: folder {folder} does not exist")
+    probe_folder(path, folder)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """What the path names (links followed), None when nothing is there yet."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    except ValueError:  # an embedded NUL byte
+        raise UsageError(f"cannot write {path!r}: not a valid path") from None
+
+
+def _is_stream(info: os.stat_result) -> bool:
+    """A character device or a pipe: written straight, never replaced (``/dev/null``, ``/dev/stdout``)."""
+    return stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)
+
+
+def _target(path: Path) -> Path:
+    """The file a path names: a symbolic link's target (followed all the way), else the path itself."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def probe_folder(path: Path, folder: Path) -> None:
+    """Create and remove a temporary file where ``path`` will be written (access checks lie to root)."""
+    try:
+        fd, name = _create_temp(folder, ".launchprobe-probe")
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:  # the folder is there but takes no new files (/proc, /sys)
+            raise UsageError(f"cannot write {path}: {folder} does not take new files") from None
+        raise UsageError(f"cannot write {path}: {exc.strerror} (in {folder})") from None
+    os.close(fd)
+    os.unlink(name)
+
+
+def _create_temp(folder: Path, stem: str) -> tuple[int, str]:
+    """A new file in ``folder`` with the mode a plain ``open(..., "w")`` gives (0666 less the umask)."""
+    for _ in range(100):
+        name = os.path.join(folder, f".{stem[:100]}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
+
+
+def write_file(path: Path, text: str, *, force: bool = False) -> None:
+    """Write ``text`` to what ``path`` names, never leaving a half-written file: a regular file (or a link's
+    target) is written to a temporary file beside it and renamed over it, keeping an existing file's mode; a
+    character device or pipe is written straight. Refusals as ``check_writable``; a failing write (a full disk)
+    is one error and leaves nothing behind."""
+    check_writable(path, force)
+    info = _stat(path)
+    if info is not None and _is_stream(info):
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        return
+    target = _target(path)
+    try:
+        fd, tmp = _create_temp(target.parent, target.name)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if info is not None:
+                os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def to_builtins(run: Run) -> dict[str, Any]:
@@ -75,16 +170,9 @@ def dumps_run(run: Run) -> str:
 
 
 def save_run(run: Run, path: Path, *, force: bool = False) -> None:
+    """Save the run file (``write_file``: atomic, through links, never replacing a device)."""
     check_writable(path, force)
-    text = dumps_run(run)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file(path, dumps_run(run) + "\n", force=force)
 
 
 def load_run(path: Path | str) -> Run:
