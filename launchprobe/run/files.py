@@ -14,6 +14,7 @@ import math
 import os
 import secrets
 import stat
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,9 +192,11 @@ def load_run(path: Path | str) -> Run:
         except (OSError, EOFError) as exc:
             raise UsageError(f"{path}: not a launchprobe run file (corrupt gzip data: {exc})") from None
     try:
-        raw = json.loads(data, parse_constant=_refuse_constant)
+        raw = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _NonFinite as exc:
         raise UsageError(f"{path}: not a valid launchprobe run file ({exc} is not a number JSON allows)") from None
+    except _Overflow as exc:
+        raise UsageError(f"{path}: not a valid launchprobe run file ({exc} is not a finite number)") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not a launchprobe run file (invalid JSON at line {exc.lineno})") from None
     except UnicodeDecodeError:
@@ -207,8 +210,19 @@ class _NonFinite(ValueError):
     pass
 
 
+class _Overflow(ValueError):
+    pass
+
+
 def _refuse_constant(name: str) -> Any:
     raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999
+        raise _Overflow(text if len(text) <= 40 else text[:40] + "...")
+    return value
 
 
 def from_builtins(raw: Any, label: str = "run") -> Run:
@@ -219,9 +233,44 @@ def from_builtins(raw: Any, label: str = "run") -> Run:
         run: Run = msgspec.convert(raw, type=kind)
     except msgspec.ValidationError as exc:
         raise UsageError(f"{label}: not a valid launchprobe run file: {exc}") from None
-    if isinstance(run, ClassifyRun) and not run.speedups:  # files from before speed-ups were stored
-        run.speedups = schema.speedups_of([r for r in run.results if r.step_ms_median is not None])
+    if isinstance(run, ClassifyRun):
+        for result in run.results:
+            _check_result(result, label)
+        if not run.speedups:  # files from before speed-ups were stored
+            run.speedups = schema.speedups_of([r for r in run.results if r.step_ms_median is not None])
     return run
+
+
+REL_TOLERANCE = 1e-6  # a stored statistic and the same one computed again agree to float rounding, not more
+
+
+def _check_result(result: ClassifyResult, label: str) -> None:
+    """Refuse a result whose numbers disagree (an edited or damaged file): compare computes the median and tokens/s
+    from the samples, so a stored median they contradict would be silently ignored."""
+    where = f"{label}: inconsistent run file: result {result.key}"
+    median, samples = result.step_ms_median, result.step_ms_samples
+    if samples and median is None:
+        raise UsageError(f"{where}: step_ms_samples without a step_ms_median")
+    times = ([] if median is None else [median]) + list(samples or [])
+    if any(not math.isfinite(x) or x <= 0 for x in times):
+        raise UsageError(f"{where}: step times must be positive")
+    if median is None:
+        return
+    if samples:
+        computed = statistics.median(samples)
+        if not math.isclose(computed, median, rel_tol=REL_TOLERANCE):
+            raise UsageError(
+                f"{where}: step_ms_median {median:.6g} disagrees with the median of its {len(samples)} "
+                f"step_ms_samples, {computed:.6g}"
+            )
+    tokens = result.tokens_per_s
+    if tokens is not None:
+        expected = result.batch / (median / 1e3)
+        if not math.isclose(tokens, expected, rel_tol=REL_TOLERANCE):
+            raise UsageError(
+                f"{where}: tokens_per_s {tokens:.6g} disagrees with batch {result.batch} / step_ms_median "
+                f"{median:.6g} ms = {expected:.6g}"
+            )
 
 
 def upgrade_run(run: Any, label: str = "run") -> dict[str, Any]:
