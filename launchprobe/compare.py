@@ -194,11 +194,16 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _side(values: list[float], stored_iqr: float | None) -> Side:
+    """Median and IQR of one side; a statistic that overflows (values near the float limit) is unknown."""
     if not values:
         return Side(None, None, 0)
     if len(values) >= 2:
-        return Side(statistics.median(values), iqr(values), len(values))
-    return Side(values[0], stored_iqr, 1)
+        return Side(_finite(statistics.median(values)), _finite(iqr(values)), len(values))
+    return Side(_finite(values[0]), _finite(stored_iqr), 1)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 def judge(
@@ -225,6 +230,7 @@ def judge(
     p_value = None
     if len(base_values) >= MIN_SAMPLES and len(new_values) >= MIN_SAMPLES:
         p_value = mann_whitney_p(base_values, new_values)
+    change, band = _finite(change), _finite(band)
     if change is None:
         call = INCONCLUSIVE
     elif abs(change) <= threshold:

@@ -31,8 +31,8 @@ def report(run_file: Path, fmt: str | None, output: Path | None, force: bool, pl
     run = load_run(run_file)
     emit(run, fmt=fmt, output=output, force=force)
     if plot_dir is not None:
-        from launchprobe.console import printable, stderr_console
+        from launchprobe.console import printable
         from launchprobe.render.plots import write_plots
 
         for path in write_plots(run, plot_dir, force=force):
-            stderr_console().print(printable(f"wrote {path}"), highlight=False, markup=False, emoji=False)
+            click.echo(printable(f"wrote {path}"), err=True)  # one line each, however long the path

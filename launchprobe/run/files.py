@@ -12,9 +12,11 @@ import gzip
 import json
 import math
 import os
+import re
 import secrets
 import stat
 import statistics
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -189,14 +191,21 @@ def load_run(path: Path | str) -> Run:
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: corrupt deflate data
             raise UsageError(f"{path}: not a launchprobe run file (corrupt gzip data: {exc})") from None
     try:
-        raw = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+        text = data.decode("utf-8").removeprefix("\ufeff")  # strictly UTF-8 (json.loads of bytes lets surrogates in)
+        raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_int64)
+        if SURROGATE_ESCAPE.search(text):
+            json.dumps(raw, ensure_ascii=False).encode("utf-8")  # "\ud800" alone: a string no output can hold
+    except UnicodeEncodeError:
+        raise UsageError(f"{path}: not a launchprobe run file (a string holds an unpaired surrogate)") from None
     except _NonFinite as exc:
         raise UsageError(f"{path}: not a valid launchprobe run file ({exc} is not a number JSON allows)") from None
     except _Overflow as exc:
         raise UsageError(f"{path}: not a valid launchprobe run file ({exc} is not a finite number)") from None
+    except _OutOfRange as exc:
+        raise UsageError(f"{path}: not a valid launchprobe run file ({exc} does not fit in 64 bits)") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not a launchprobe run file (invalid JSON at line {exc.lineno})") from None
     except UnicodeDecodeError:
@@ -204,6 +213,9 @@ def load_run(path: Path | str) -> Run:
     except RecursionError:
         raise UsageError(f"{path}: not a launchprobe run file (JSON nested too deeply)") from None
     return from_builtins(raw, str(path))
+
+
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # may pair up, or stand alone
 
 
 class _NonFinite(ValueError):
@@ -216,6 +228,22 @@ class _Overflow(ValueError):
 
 def _refuse_constant(name: str) -> Any:
     raise _NonFinite(name)
+
+
+class _OutOfRange(ValueError):
+    pass
+
+
+INT64 = 1 << 63
+
+
+def _int64(text: str) -> int:
+    """Integers of a run file (ns, counts, bytes) fit in 64 bits; a larger one is damage, and would overflow the
+    arithmetic of renderers and compare."""
+    value = int(text) if len(text) <= 21 else 2 * INT64  # longer: out of range, and slow to convert
+    if not -INT64 <= value < 2 * INT64:
+        raise _OutOfRange(text if len(text) <= 40 else text[:40] + "...")
+    return value
 
 
 def _finite_float(text: str) -> float:
@@ -233,6 +261,8 @@ def from_builtins(raw: Any, label: str = "run") -> Run:
         run: Run = msgspec.convert(raw, type=kind)
     except msgspec.ValidationError as exc:
         raise UsageError(f"{label}: not a valid launchprobe run file: {exc}") from None
+    except UnicodeEncodeError:  # a lone surrogate in a string (load_run refuses those first)
+        raise UsageError(f"{label}: not a valid launchprobe run file: a string holds an unpaired surrogate") from None
     if isinstance(run, ClassifyRun):
         for result in run.results:
             _check_result(result, label)
