@@ -191,3 +191,23 @@ def test_plot_folder_with_force_and_other_pngs(tmp_path: Path) -> None:
     # when the run is at hand, only the names it writes count
     assert [p.name for p in write_plots(runs.cpu_classify_run(), tmp_path)] == ["regime.png"]
     assert (tmp_path / "timeline-b1.png").read_bytes() == b"mine"
+
+
+def test_dev_stdout_redirected_to_a_file_is_appended_to(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    save_run(runs.analyze_run(), tmp_path / "run.json")
+    out = tmp_path / "out.md"
+    out.write_text("# earlier\n")
+    before = out.stat().st_ino
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    with out.open("a") as handle:  # as the shell's `>>` (and `>`, which leaves nothing to keep) opens it
+        proc = subprocess.run(
+            [sys.executable, "-m", "launchprobe", "report", str(tmp_path / "run.json"), "--format", "json",
+             "-o", "/dev/stdout"],
+            stdout=handle, stderr=subprocess.PIPE, text=True, env=env, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert text.startswith('# earlier\n{\n "schema_version"') and out.stat().st_ino == before

@@ -48,6 +48,8 @@ def check_writable(path: Path, force: bool) -> None:
     a folder, a special file other than a character device or pipe (``/dev/null``, ``/dev/stdout``), an existing
     file without ``force``, a missing or unwritable folder (tried with a temporary file, removed at once)."""
     info = _stat(path)
+    if info is not None and is_descriptor_path(path):  # /dev/stdout into a file: the shell's redirect, not ours
+        return
     if info is not None:
         if stat.S_ISDIR(info.st_mode):
             raise UsageError(f"cannot write {path}: it is a folder; give a file name")
@@ -75,6 +77,13 @@ def _stat(path: Path) -> os.stat_result | None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     except ValueError:  # an embedded NUL byte
         raise UsageError(f"cannot write {path!r}: not a valid path") from None
+
+
+def is_descriptor_path(path: Path) -> bool:
+    """A path that names an open descriptor of this process (/dev/stdout, /dev/fd/3, /proc/self/fd/1): written
+    straight, appended to, whatever it leads to (a terminal, a pipe, or a file the shell opened for it)."""
+    text = os.path.normpath(str(path))
+    return text in ("/dev/stdout", "/dev/stderr") or os.path.dirname(text) in ("/dev/fd", "/proc/self/fd")
 
 
 def _is_stream(info: os.stat_result) -> bool:
@@ -113,13 +122,13 @@ def _create_temp(folder: Path, stem: str) -> tuple[int, str]:
 def write_file(path: Path, text: str, *, force: bool = False) -> None:
     """Write ``text`` to what ``path`` names, never leaving a half-written file: a regular file (or a link's
     target) is written to a temporary file beside it and renamed over it, keeping an existing file's mode; a
-    character device or pipe is written straight. Refusals as ``check_writable``; a failing write (a full disk)
-    is one error and leaves nothing behind."""
+    character device, a pipe or a descriptor path (/dev/stdout) is written straight (appended to). Refusals as
+    ``check_writable``; a failing write (a full disk) is one error and leaves nothing behind."""
     check_writable(path, force)
     info = _stat(path)
-    if info is not None and _is_stream(info):
-        try:
-            with open(path, "w", encoding="utf-8") as handle:
+    if info is not None and (_is_stream(info) or is_descriptor_path(path)):
+        try:  # appending: what the shell's redirect already holds stays
+            with open(path, "a", encoding="utf-8") as handle:
                 handle.write(text)
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror}") from None
