@@ -12,7 +12,7 @@ from typing import Any
 
 from launchprobe import environment
 from launchprobe.analysis.verdict import RULE, classify_step
-from launchprobe.errors import MissingToolError, UsageError
+from launchprobe.errors import EXIT_INTERRUPTED, LaunchprobeError, MissingToolError, UsageError
 from launchprobe.measure.ceilings import Ceilings
 from launchprobe.measure.samples import Samples
 from launchprobe.progress import Progress
@@ -402,23 +402,48 @@ def measure_run(config: ClassifyConfig, env: Environment, ceilings: Ceilings, pr
     buckets = {(m, b): config.bucket(m, b) for m in modes for b in config.batches}
     model, memory = _build_model(config, env, notices, progress, buckets)
     measurer = _Measurer(config, env, ceilings, notices, progress, model)
-    progress.start(len(modes) * len(config.batches))
+    total = len(modes) * len(config.batches)
+    progress.start(total)
     results: list[ClassifyResult] = []
-    for mode in modes:
-        runners: dict[int, Any] = {}
-        pool = torch.cuda.graph_pool_handle() if mode in GRAPH_MODES else None
-        for bucket in sorted({buckets[(mode, b)] for b in config.batches}, reverse=True):
-            if mode in GRAPH_MODES:
-                progress.status(f"{mode}: capturing bucket {bucket}")
-            runners[bucket] = prepare(mode, bucket, measurer.model.step(bucket), pool, measurer.markers)
-        for batch in config.batches:
-            results.append(measurer.measure(mode, batch, runners[buckets[(mode, batch)]]))
-        del runners
-        gc.collect()
+    try:
+        for mode in modes:
+            runners: dict[int, Any] = {}
+            pool = torch.cuda.graph_pool_handle() if mode in GRAPH_MODES else None
+            for bucket in sorted({buckets[(mode, b)] for b in config.batches}, reverse=True):
+                if mode in GRAPH_MODES:
+                    progress.status(f"{mode}: capturing bucket {bucket}")
+                runners[bucket] = prepare(mode, bucket, measurer.model.step(bucket), pool, measurer.markers)
+            for batch in config.batches:
+                results.append(measurer.measure(mode, batch, runners[buckets[(mode, batch)]]))
+            del runners
+            gc.collect()
+    except KeyboardInterrupt:
+        if not results:
+            raise
+        notices.append(
+            f"incomplete: interrupted (Ctrl-C) after {len(results)} of {total} (mode, batch) rows; the others "
+            f"were not measured"
+        )
+        partial = _classify_run(
+            config, env, ceilings, memory=memory, results=results, unavailable=unavailable, notices=notices
+        )
+        partial.incomplete = True
+        raise ClassifyInterrupted(partial, total) from None
     measurer.finish()
     return _classify_run(
         config, env, ceilings, memory=memory, results=results, unavailable=unavailable, notices=notices
     )
+
+
+class ClassifyInterrupted(LaunchprobeError):
+    """Ctrl-C after some (mode, batch) rows were measured: ``run`` holds them, marked incomplete, for the caller
+    to save and show before exiting 130."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, run: ClassifyRun, total: int) -> None:
+        super().__init__(f"interrupted after {len(run.results)} of {total} (mode, batch) rows")
+        self.run = run
 
 
 def _configure_pdl(config: ClassifyConfig, notices: list[str]) -> bool:

@@ -194,11 +194,16 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _side(values: list[float], stored_iqr: float | None) -> Side:
+    """Median and IQR of one side; a statistic that overflows (values near the float limit) is unknown."""
     if not values:
         return Side(None, None, 0)
     if len(values) >= 2:
-        return Side(statistics.median(values), iqr(values), len(values))
-    return Side(values[0], stored_iqr, 1)
+        return Side(_finite(statistics.median(values)), _finite(iqr(values)), len(values))
+    return Side(_finite(values[0]), _finite(stored_iqr), 1)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 def judge(
@@ -225,6 +230,7 @@ def judge(
     p_value = None
     if len(base_values) >= MIN_SAMPLES and len(new_values) >= MIN_SAMPLES:
         p_value = mann_whitney_p(base_values, new_values)
+    change, band = _finite(change), _finite(band)
     if change is None:
         call = INCONCLUSIVE
     elif abs(change) <= threshold:
@@ -276,6 +282,8 @@ def _check(base: Run, new: Run, out: Comparison) -> None:
         for label, run in (("base", base), ("new", new)):
             if run.config.plan:
                 out.problems.append(f"the {label} run is a --plan run: nothing was measured")
+            if run.incomplete:
+                out.notes.append(f"the {label} run is incomplete (interrupted): rows it lacks are not compared")
         differ(
             "ceilings source",
             base.ceilings.source if base.ceilings else None,

@@ -13,6 +13,7 @@ launchprobe.cli.streams guards stdout and stderr themselves (closed pipes, full 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -20,6 +21,20 @@ from typing import Any, TextIO
 from rich.console import Console
 
 PLAIN_WIDTH = 120  # stable width for logs when stdout is not a terminal
+# C0 and C1 control characters, DEL, and the bidirectional overrides and isolates that reorder what follows
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text from a trace or a run file (kernel and range names, paths) as it may reach a terminal: every control
+    character shown as its escape (``\\x1b``, ``\\x0a``, ``\\u202e``), so no escape code, line break or bidi
+    override of a name ever acts on the terminal."""
+    return CONTROL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _set(name: str) -> bool:

@@ -9,8 +9,9 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
+from rich.text import Text
 
-from launchprobe.console import isatty, stderr_console
+from launchprobe.console import isatty, printable, stderr_console
 
 
 class Progress:
@@ -33,7 +34,7 @@ class Progress:
                 TextColumn("[bold]launchprobe[/]"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),  # names are text, not markup
                 TimeElapsedColumn(),
                 console=self.console,
                 transient=True,
@@ -57,6 +58,7 @@ class Progress:
     def status(self, text: str) -> None:
         if not self.enabled:
             return
+        text = printable(text)
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, description=text)
         else:
@@ -66,9 +68,10 @@ class Progress:
         self._done += 1
         if not self.enabled:
             return
+        text = printable(text)
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, advance=1, description=text)
-            self._bar.console.print(f"  {text}", highlight=False)
+            self._bar.console.print(Text(f"  {text}"), highlight=False)
         else:
             self._line(f"[{self._done}/{self._total}] {text}")
 

@@ -106,3 +106,45 @@ def test_plot_dir_that_is_a_file(tmp_path: Path) -> None:
     target.write_text("x")
     with pytest.raises(UsageError, match="not a folder"):
         plots.write_plots(runs.classify_run(), target)
+
+
+def test_windows_plot_is_bounded_for_thousands_of_windows(tmp_path: Path) -> None:
+    run = runs.analyze_run()
+    run.windows = [runs.window(f"step {i}", 0, 9.0 + (i % 97) / 10, 4.4, 480) for i in range(5_000)]
+    plot = plots.plot_windows(run)
+    assert plot is not None
+    width, height = plot.figure.get_size_inches()
+    assert len(plot.data["labels"]) == plots.MAX_ROWS and plot.data["total"] == 5_000
+    assert height * plots.DPI < 2_000 and width * plots.DPI < 2_000  # pixels, however many windows
+    assert "slowest 40 of 5,000 windows" in plot.figure.axes[0].get_title()
+    spans = [a + b + c + d for a, b, c, d in zip(*plot.data["ms"].values(), strict=True)]
+    assert min(spans) == pytest.approx(18.6)  # the slowest: spans of 18.6 ms (i % 97 == 96), kept in time order
+    assert plot.data["labels"][0] == "step 96 #96 (dev 0)"
+    (path,) = plots.write_plots(run, tmp_path)
+    assert path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_few_windows_are_all_drawn() -> None:
+    plot = plots.plot_windows(runs.analyze_run())
+    assert plot is not None and plot.data["total"] == 3 and len(plot.data["labels"]) == 3
+    assert "slowest" not in plot.figure.axes[0].get_title()
+
+
+def test_busy_idle_plot_is_bounded() -> None:
+    run = runs.classify_run(batches=tuple(range(1, 40)), with_kernel_pass=False)
+    plot = plots.plot_busy_idle(run)
+    assert plot is not None and len(plot.data["labels"]) == plots.MAX_ROWS
+    assert plot.figure.get_size_inches()[1] * plots.DPI < 2_000
+
+
+def test_names_in_plots_are_text(tmp_path: Path) -> None:
+    run = runs.analyze_run()
+    run.windows = [runs.window(name, 0, 9.5, 4.4, 480) for name in ("cost $x$", "a $\\frac$ b", "\x1b[31mred", "[/x]")]
+    plot = plots.plot_windows(run)
+    assert plot is not None
+    assert plot.data["labels"] == ["cost $x$ #0 (dev 0)", "a $\\frac$ b #1 (dev 0)", "\\x1b[31mred #2 (dev 0)",
+                                   "[/x] #3 (dev 0)"]  # fmt: skip
+    ticks = plot.figure.axes[0].get_yticklabels()
+    assert {t.get_text() for t in ticks} == set(plot.data["labels"])
+    assert not any(t.get_parse_math() for t in ticks)
+    plots.write_plots(run, tmp_path)  # mathtext would fail on "$\frac"

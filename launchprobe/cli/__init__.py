@@ -114,5 +114,7 @@ def _exit_code(code: object) -> int:
 
 
 def _error(message: str, code: int, *, prefix: str = "launchprobe: error: ") -> int:
-    click.echo(f"{prefix}{message}", err=True)
+    from launchprobe.console import printable
+
+    click.echo(f"{prefix}{printable(message)}", err=True)  # one line, whatever names or paths it quotes
     return code

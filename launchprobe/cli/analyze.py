@@ -150,7 +150,7 @@ def analyze(
     from launchprobe.analysis.trace_run import build_run
     from launchprobe.collect import load_trace
 
-    check_outputs(output, force)
+    check_outputs(output, force, plot_dir)
     timeline = load_trace(trace, nsys=nsys_path, keep_sqlite=not remove_sqlite, force=force)
     options = make_options(ranges, devices, short_gap_ns, any_thread, same_thread, quiet_ns)
     run = build_run(timeline, options)

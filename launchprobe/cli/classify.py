@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from launchprobe.cli.output import check_outputs, emit_run, output_options
-from launchprobe.errors import UsageError
+from launchprobe.errors import LaunchprobeError, UsageError
 from launchprobe.workload.shape import MAX_BATCH, MAX_CONTEXT, shown
 
 MAX_STEPS = 1_000_000
@@ -196,7 +196,7 @@ def classify(
     from launchprobe import classify as job
     from launchprobe.workload.shape import parse_override
 
-    check_outputs(output, force)  # before minutes of measuring, not after
+    check_outputs(output, force, plot_dir)  # before minutes of measuring, not after
     device = job.device_for_plan(device) if plan else job.resolve_device(device)
     config = job.build_config(
         shape_spec=shape_spec,
@@ -217,5 +217,12 @@ def classify(
         projections=projections,
         pdl=pdl,
     )
-    run = job.plan(config, device) if plan else job.classify(config, remeasure=remeasure_ceilings, progress=not quiet)
+    try:
+        run = (
+            job.plan(config, device) if plan else job.classify(config, remeasure=remeasure_ceilings, progress=not quiet)
+        )
+    except job.ClassifyInterrupted as stop:  # Ctrl-C: keep and show the rows that were finished, then exit 130
+        emit_run(stop.run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
+        kept = f"; the partial run (marked incomplete) is saved in {output}" if output is not None else ""
+        raise LaunchprobeError(f"{stop}{kept}", exit_code=stop.exit_code) from None
     emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)

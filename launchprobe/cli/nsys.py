@@ -95,7 +95,7 @@ def nsys(
 
     if capture_nvtx and capture_cuda_profiler_api:
         raise click.UsageError("choose one of --capture-nvtx and --capture-cuda-profiler-api")
-    check_outputs(output, force)
+    check_outputs(output, force, plot_dir)
     options = ProfileOptions(
         directory=directory or default_directory(),
         name=name,

@@ -38,12 +38,16 @@ def output_options(force_help: str = "Overwrite --output and plots if they exist
     return decorate
 
 
-def check_outputs(output: Path | None, force: bool) -> None:
-    """Refuse an output that cannot be written before any long work starts."""
+def check_outputs(output: Path | None, force: bool, plot_dir: Path | None = None) -> None:
+    """Refuse an output that cannot be written (the run file, the plot folder) before any long work starts."""
     from launchprobe.run.files import check_writable
 
     if output is not None:
         check_writable(output, force)
+    if plot_dir is not None:
+        from launchprobe.render.plots import check_plot_dir
+
+        check_plot_dir(plot_dir, force=force)
 
 
 def emit_run(

@@ -41,8 +41,8 @@ def report(
     run = load_run(run_file)
     emit(run, fmt=fmt, output=output, force=force, name_width=name_width)
     if plot_dir is not None:
-        from launchprobe.console import stderr_console
+        from launchprobe.console import printable
         from launchprobe.render.plots import write_plots
 
         for path in write_plots(run, plot_dir, force=force):
-            stderr_console().print(f"wrote {path}", highlight=False)
+            click.echo(printable(f"wrote {path}"), err=True)  # one line each, however long the path

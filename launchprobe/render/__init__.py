@@ -117,25 +117,27 @@ def write_output(run: Run, fmt: str, output: Path, *, force: bool = False, name_
 
 
 def write_text(text: str, output: Path, *, append: bool = False, force: bool = False) -> None:
-    """Write a rendering. ``append`` (markdown) adds to an existing file, e.g. $GITHUB_STEP_SUMMARY; anything
-    else refuses to replace an existing file unless ``force``. A .json or .csv file is never appended to."""
-    from launchprobe.run.files import check_writable
+    """Write a rendering. ``append`` (markdown) adds to an existing regular file, e.g. $GITHUB_STEP_SUMMARY;
+    anything else refuses to replace an existing file unless ``force``, and is written as a run file is
+    (launchprobe.run.files.write_file: through links, straight to /dev/null or /dev/stdout, atomically to a file).
+    A .json or .csv file is never appended to."""
+    from launchprobe.run.files import write_file
 
-    exists = output.exists()
-    if append and exists and not force and output.suffix.lower() not in (".json", ".csv"):
-        if not output.is_file():
-            raise UsageError(f"cannot append to {output}: not a regular file")
+    if append and not force and output.suffix.lower() not in (".json", ".csv") and _is_file(output):
         try:
-            with output.open("a") as handle:
+            with output.open("a", encoding="utf-8") as handle:
                 handle.write(("\n" if output.stat().st_size else "") + text)
         except OSError as exc:
             raise UsageError(f"cannot append to {output}: {exc.strerror}") from None
         return
-    check_writable(output, force)
+    write_file(output, text, force=force)
+
+
+def _is_file(path: Path) -> bool:
     try:
-        output.write_text(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+        return path.is_file()
+    except (OSError, ValueError):
+        return False  # write_file says why
 
 
 COMPARE_FORMATS = ("table", "plain", "markdown", "json")

@@ -26,6 +26,8 @@ def build(run: ClassifyRun) -> Report:
     title = "launchprobe classify" + (" --plan (cost model only, nothing measured)" if plan else "")
     if not plan and run.environment.device == "cpu":
         title += ": CPU path (no CUDA GPU; plain torch, eager only, wall-clock timing)"
+    if run.incomplete:
+        title += " (INCOMPLETE: interrupted, only the rows below were measured)"
     report = Report(title=title)
     report.fields = _header(run)
     report.notices = list(run.notices) + [f"{u.mode} unavailable: {u.reason}" for u in run.unavailable]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from launchprobe.console import printable
 from launchprobe.render.model import Lines, Report, Strips, Table
 
 STRIP_WIDTH = 100
@@ -11,13 +12,14 @@ TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _escape(value: str) -> str:
-    """Table pipes and tag openers (``step <n>`` would be read as HTML) escaped, newlines joined."""
-    return TAG_OPEN.sub("&lt;", value.replace("|", "\\|").replace("\n", " "))
+    """Table pipes and tag openers (``step <n>`` would be read as HTML) escaped, newlines joined, other control
+    characters shown escaped (launchprobe.console.printable)."""
+    return printable(TAG_OPEN.sub("&lt;", value.replace("|", "\\|").replace("\n", " ")))
 
 
 def report_markdown(report: Report, level: int = 2) -> str:
     hashes = "#" * level
-    out = [f"{hashes} {report.title}", ""]
+    out = [f"{hashes} {printable(report.title)}", ""]
     for name, value in report.fields:
         out.append(f"- **{name}**: {_escape(value)}")
     if report.fields:
@@ -26,7 +28,7 @@ def report_markdown(report: Report, level: int = 2) -> str:
         out.append(f"> **Note**: {_escape(notice)}")
         out.append("")
     for block in report.blocks:
-        out.append(f"{hashes}# {block.title}" if block.title else "")
+        out.append(f"{hashes}# {printable(block.title)}" if block.title else "")
         out.append("")
         if isinstance(block, Table):
             out.extend(_table(block))
@@ -40,7 +42,7 @@ def report_markdown(report: Report, level: int = 2) -> str:
             for strip in block.strips:
                 cells = "".join("█" if busy else "·" for busy in strip.cells(STRIP_WIDTH))
                 pad = " " * (STRIP_WIDTH - len(cells))
-                out.append(f"{strip.label:<{label_width}} |{cells}|{pad} {strip.caption}")
+                out.append(printable(f"{strip.label:<{label_width}} |{cells}|{pad} {strip.caption}"))
             out.append("```")
             if block.note:
                 out.extend(["", f"_{_escape(block.note)}_"])

@@ -9,6 +9,8 @@ a per-kernel pass, busy and idle time per step instead of the timeline. analyze:
 
 from __future__ import annotations
 
+import glob
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ MODE_COLORS = {"eager": "#d62728", "piecewise": "#ff7f0e", "full": "#2ca02c"}
 VERDICT_MARKERS = {"launch-bound": "o", "memory-bound": "s", "compute-bound": "^"}
 IDLE_COLOR = "#e6e6e6"
 DPI = 110
+MAX_ROWS = 40  # bars one plot draws at most (the slowest), so thousands of windows stay a readable, quick PNG
 
 
 @dataclass
@@ -108,11 +111,32 @@ def plot_timeline(run: ClassifyRun, batch: int) -> Plot | None:
     return Plot(f"timeline-b{v.integer(batch)}", fig, {"batch": batch, "rows": rows})
 
 
+def _slowest(items: Sequence[Any], span: Any, limit: int = MAX_ROWS) -> list[int]:
+    """Indexes of the ``limit`` items of largest ``span(item)``, in their own order."""
+    if len(items) <= limit:
+        return list(range(len(items)))
+    return sorted(sorted(range(len(items)), key=lambda i: -span(items[i]))[:limit])
+
+
+def _label(text: str) -> str:
+    """A name as a plot shows it: control characters escaped (drawn with parse_math=False, so "$" is text)."""
+    from launchprobe.console import printable
+
+    return printable(text)
+
+
+def _capped(title: str, shown: int, total: int, what: str) -> str:
+    return (
+        title if shown == total else f"{title}\n(the slowest {shown} of {v.integer(total)} {what}; all in the JSON/CSV)"
+    )
+
+
 def plot_busy_idle(run: ClassifyRun) -> Plot | None:
-    """Without a per-kernel pass: busy and idle ms per step for each (mode, batch)."""
-    rows = [r for r in run.sorted_results() if r.gpu_busy_ms is not None and r.step_ms_median]
-    if not rows:
+    """Without a per-kernel pass: busy and idle ms per step for each (mode, batch) (the slowest MAX_ROWS)."""
+    every = [r for r in run.sorted_results() if r.gpu_busy_ms is not None and r.step_ms_median]
+    if not every:
         return None
+    rows = [every[i] for i in _slowest(every, lambda r: r.step_ms_median)]
     labels = [f"{r.mode} b={v.integer(r.batch)}" for r in rows]
     busy = [r.gpu_busy_ms or 0.0 for r in rows]
     step = [r.step_ms_median or 0.0 for r in rows]
@@ -124,9 +148,10 @@ def plot_busy_idle(run: ClassifyRun) -> Plot | None:
     ax.barh(ys, idle, left=busy, color=IDLE_COLOR, edgecolor="#999999", label="GPU idle")
     ax.set_yticks(ys, labels)
     ax.set_xlabel("time per decode step (ms)")
-    ax.set_title("Where each decode step goes: GPU busy vs idle (median step)")
+    title = "Where each decode step goes: GPU busy vs idle (median step)"
+    ax.set_title(_capped(title, len(rows), len(every), "(mode, batch) rows"))
     ax.legend(loc="lower right", fontsize=8)
-    return Plot("busy-idle", fig, {"labels": labels, "busy_ms": busy, "idle_ms": idle})
+    return Plot("busy-idle", fig, {"labels": labels, "busy_ms": busy, "idle_ms": idle, "total": len(every)})
 
 
 def plot_regime(run: ClassifyRun) -> Plot | None:
@@ -203,17 +228,20 @@ def plot_gaps(run: ClassifyRun, batch: int) -> Plot | None:
 
 
 def plot_windows(run: AnalyzeRun) -> Plot | None:
-    """analyze: each window's span split into busy, host wait, short gaps and other idle."""
-    windows = [w for w in run.windows if w.span_ns]
-    if not windows:
+    """analyze: each window's span split into busy, host wait, short gaps and other idle; of thousands of windows
+    the slowest MAX_ROWS (in time order, numbered as in the run), so the PNG stays small and quick to draw."""
+    every = [w for w in run.windows if w.span_ns]
+    if not every:
         return None
+    chosen = _slowest(every, lambda w: w.span_ns)
+    windows = [every[i] for i in chosen]
     parts = [
         ("busy_ns", "GPU busy", "#1f77b4"),
         ("idle_host_wait_ns", "idle: host wait", "#d62728"),
         ("idle_short_gap_ns", "idle: short gaps", "#ff7f0e"),
         ("idle_other_ns", "idle: other", "#bbbbbb"),
     ]
-    labels = [f"{w.name} #{i} (dev {w.device})" for i, w in enumerate(windows)]
+    labels = [_label(f"{w.name} #{i} (dev {w.device})") for i, w in zip(chosen, windows, strict=True)]
     values = {key: [getattr(w, key) / 1e6 for w in windows] for key, _, _ in parts}
     fig = _figure(9, 1.3 + 0.35 * len(windows))
     ax = fig.add_subplot()
@@ -222,11 +250,12 @@ def plot_windows(run: AnalyzeRun) -> Plot | None:
     for key, label, color in parts:
         ax.barh(ys, values[key], left=left, color=color, label=label)
         left = [a + b for a, b in zip(left, values[key], strict=True)]
-    ax.set_yticks(ys, labels)
+    ax.set_yticks(ys, labels, parse_math=False)
     ax.set_xlabel("time in window (ms)")
-    ax.set_title("Where each window's time went: GPU busy and the idle split")
+    title = "Where each window's time went: GPU busy and the idle split"
+    ax.set_title(_capped(title, len(windows), len(every), "windows"))
     fig.legend(fontsize=8, loc="outside right upper")
-    return Plot("windows", fig, {"labels": labels, "ms": values})
+    return Plot("windows", fig, {"labels": labels, "ms": values, "total": len(every)})
 
 
 def make_plots(run: Run) -> list[Plot]:
@@ -241,17 +270,47 @@ def make_plots(run: Run) -> list[Plot]:
     return [p for p in plots if p is not None]
 
 
+# The names make_plots may give its files. Which ones a run will write is known only once it is made, so the
+# check before measuring refuses any of them (without --force).
+PLOT_PATTERNS = ("timeline-b*.png", "gaps-b*.png", "regime.png", "busy-idle.png", "windows.png")
+
+
+def check_plot_dir(directory: Path, *, force: bool = False, names: Sequence[str] | None = None) -> None:
+    """Refuse, before any long work, a --plot folder the plots cannot go into: a file, a folder under a file, an
+    unwritable place, or (without ``force``) a folder that already holds PNGs of these ``names`` (default: any
+    name a plot may have, PLOT_PATTERNS)."""
+    from launchprobe.run.files import probe_folder
+
+    directory = Path(directory)
+    existing = directory
+    try:
+        while not existing.exists():  # the nearest folder that is there: the plots' folder is made in it
+            if existing.parent == existing:
+                break
+            existing = existing.parent
+        if not existing.is_dir():
+            what = "not a folder" if existing == directory else f"{existing} is not a folder"
+            raise UsageError(f"--plot {directory}: {what}")
+        if existing == directory and not force:
+            patterns = PLOT_PATTERNS if names is None else [f"{glob.escape(name)}.png" for name in names]
+            found = sorted({p.name for pattern in patterns for p in directory.glob(pattern)})
+            if found:
+                shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+                raise UsageError(
+                    f"--plot {directory} already holds plots ({shown}); choose another folder or pass --force"
+                )
+    except OSError as exc:
+        raise UsageError(f"--plot {directory}: {exc.strerror}") from None
+    probe_folder(directory, existing)
+
+
 def write_plots(run: Run, directory: Path, *, force: bool = False) -> list[Path]:
     """Write every picture the run has data for into ``directory`` (created if missing); return the files.
     An existing PNG of the same name is replaced only with ``force``."""
     directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise UsageError(f"--plot {directory}: not a folder")
     plots = make_plots(run)
+    check_plot_dir(directory, force=force, names=[p.name for p in plots])
     paths = [directory / f"{p.name}.png" for p in plots]
-    existing = [str(p) for p in paths if p.exists()]
-    if existing and not force:
-        raise UsageError(f"{', '.join(existing)} already exist; choose another folder or pass --force")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for plot, path in zip(plots, paths, strict=True):

@@ -2,6 +2,10 @@
 
 A console is plain when it has no colour system (not a TTY) or NO_COLOR is set (see launchprobe.console).
 Plain tables are never squeezed to the console width: a log keeps one line per row.
+
+Every string of a report is text, never rich markup or emoji codes (a kernel named ``[forward] layer`` or
+``[/x]`` prints as itself), and its control characters are shown escaped (launchprobe.console.printable): each
+string becomes a ``Text`` here, the one place a report meets the console.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from launchprobe.console import printable
 from launchprobe.render.model import Lines, Report, Strips, Table
 from launchprobe.render.values import MISSING, MISSING_PLAIN
 
@@ -25,17 +30,17 @@ def is_plain(console: Console) -> bool:
 
 def print_report(report: Report, console: Console) -> None:
     plain = is_plain(console)
-    console.print(Text(report.title, style="bold"))
+    console.print(Text(printable(report.title), style="bold"))
     if plain:
         name_width = max((len(name) for name, _ in report.fields), default=0)
         for name, value in report.fields:
-            _print_line(console, Text(f"{name:<{name_width}}  {_cell(value, plain)}"), plain)
+            _print_line(console, Text(printable(f"{name:<{name_width}}  {_cell(value, plain)}")), plain)
     elif report.fields:
         grid = RichTable.grid(padding=(0, 2))
         grid.add_column(style="dim", no_wrap=True)
         grid.add_column()
         for name, value in report.fields:
-            grid.add_row(name, value)
+            grid.add_row(_text(name, console, plain), _text(value, console, plain))
         console.print(grid)
     for notice in report.notices:
         _print_line(console, Text(f"! {_cell(notice, plain)}", style="" if plain else "yellow"), plain)
@@ -50,11 +55,18 @@ def print_report(report: Report, console: Console) -> None:
 
 
 def _cell(value: str, plain: bool) -> str:
+    """A value as it is shown: control characters escaped; the dash of a missing value in ASCII when plain."""
+    value = printable(value)
     return value.replace(MISSING, MISSING_PLAIN) if plain else value
 
 
+def _text(value: str, console: Console, plain: bool) -> Text:
+    """A table cell: text as it is (no markup, no emoji codes), highlighted as rich highlights plain strings."""
+    return console.render_str(_cell(value, plain), markup=False, emoji=False)
+
+
 def _print_table(block: Table, console: Console, plain: bool) -> None:
-    console.print(Text(block.title, style="bold"))
+    console.print(Text(printable(block.title), style="bold"))
     table = RichTable(
         box=ASCII_HEAD if plain else box.SIMPLE_HEAD,
         show_edge=False,
@@ -63,9 +75,10 @@ def _print_table(block: Table, console: Console, plain: bool) -> None:
     )
     for name, align in zip(block.columns, block.alignments(), strict=True):
         left = align == "l"
-        table.add_column(name, justify="left" if left else "right", no_wrap=not left or plain)
+        header = Text(name)  # our own; a "\n" splits it over two lines
+        table.add_column(header, justify="left" if left else "right", no_wrap=not left or plain)
     for row in block.rows:
-        table.add_row(*(_cell(value, plain) for value in row))
+        table.add_row(*(_text(value, console, plain) for value in row))
     needed = _natural_width(table, console)
     if needed > console.width:
         table.collapse_padding = True  # one space between columns instead of two
@@ -83,7 +96,7 @@ def _print_table(block: Table, console: Console, plain: bool) -> None:
     else:
         console.print(table)
     if block.note:
-        console.print(Text(block.note, style="dim"))
+        console.print(Text(printable(block.note), style="dim"))
 
 
 def _natural_width(table: RichTable, console: Console) -> int:
@@ -100,25 +113,27 @@ def _print_line(console: Console, line: Text, plain: bool) -> None:
 
 def _print_lines(block: Lines, console: Console, plain: bool) -> None:
     if block.title:
-        console.print(Text(block.title, style="bold"))
+        console.print(Text(printable(block.title), style="bold"))
     for line in block.lines:
         if plain:
             _print_line(console, Text(f"  {_cell(line, plain)}"), plain)
         else:
-            console.print(Padding(Text(line), (0, 0, 0, 2)))  # wrapped lines keep the indent
+            console.print(Padding(Text(printable(line)), (0, 0, 0, 2)))  # wrapped lines keep the indent
 
 
 def _print_strips(block: Strips, console: Console, plain: bool) -> None:
     busy_char, idle_char = ("#", ".") if plain else ("█", "·")
-    console.print(Text(f"{block.title} ({busy_char} busy, {idle_char} idle)", style="bold"))
-    label_width = max((len(s.label) for s in block.strips), default=0)
-    caption_width = max((len(s.caption) for s in block.strips), default=0)
+    console.print(Text(printable(f"{block.title} ({busy_char} busy, {idle_char} idle)"), style="bold"))
+    labels = [printable(s.label) for s in block.strips]
+    captions = [printable(s.caption) for s in block.strips]
+    label_width = max((len(label) for label in labels), default=0)
+    caption_width = max((len(caption) for caption in captions), default=0)
     width = max(20, min(STRIP_MAX, console.width - label_width - caption_width - 6))
-    for strip in block.strips:
+    for strip, label, caption in zip(block.strips, labels, captions, strict=True):
         cells = "".join(busy_char if busy else idle_char for busy in strip.cells(width))
-        line = Text(f"  {strip.label:<{label_width}} |")
+        line = Text(f"  {label:<{label_width}} |")
         line.append(cells, style="" if plain else "green")
-        line.append(f"|{' ' * (width - len(cells))} {strip.caption}")
+        line.append(f"|{' ' * (width - len(cells))} {caption}")
         _print_line(console, line, True)
     if block.note:
-        console.print(Text(block.note, style="dim"))
+        console.print(Text(printable(block.note), style="dim"))

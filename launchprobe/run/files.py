@@ -7,11 +7,16 @@ mid-write never leaves a truncated run file in place.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import math
 import os
-import tempfile
+import re
+import secrets
+import stat
+import statistics
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,12 +44,114 @@ def finite_number(value: Any) -> float | None:
 
 
 def check_writable(path: Path, force: bool) -> None:
-    """Refuse to overwrite a user's file unless asked; fail early, before any long measurement."""
-    if path.exists() and not force:
-        raise UsageError(f"{path} already exists; choose another name or pass --force to overwrite it")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {path}: folder {parent} does not exist")
+    """Refuse, before any long measurement, an output that cannot be written or would replace a user's file:
+    a folder, a special file other than a character device or pipe (``/dev/null``, ``/dev/stdout``), an existing
+    file without ``force``, a missing or unwritable folder (tried with a temporary file, removed at once)."""
+    info = _stat(path)
+    if info is not None and is_descriptor_path(path):  # /dev/stdout into a file: the shell's redirect, not ours
+        return
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"cannot write {path}: it is a folder; give a file name")
+        if _is_stream(info):
+            if not os.access(path, os.W_OK):
+                raise UsageError(f"cannot write {path}: permission denied")
+            return
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"cannot write {path}: not a regular file")
+        if not force:
+            raise UsageError(f"{path} already exists; choose another name or pass --force to overwrite it")
+    folder = _target(path).parent
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {path}: folder {folder} does not exist")
+    probe_folder(path, folder)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """What the path names (links followed), None when nothing is there yet."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    except ValueError:  # an embedded NUL byte
+        raise UsageError(f"cannot write {path!r}: not a valid path") from None
+
+
+def is_descriptor_path(path: Path) -> bool:
+    """A path that names an open descriptor of this process (/dev/stdout, /dev/fd/3, /proc/self/fd/1): written
+    straight, appended to, whatever it leads to (a terminal, a pipe, or a file the shell opened for it)."""
+    text = os.path.normpath(str(path))
+    return text in ("/dev/stdout", "/dev/stderr") or os.path.dirname(text) in ("/dev/fd", "/proc/self/fd")
+
+
+def _is_stream(info: os.stat_result) -> bool:
+    """A character device or a pipe: written straight, never replaced (``/dev/null``, ``/dev/stdout``)."""
+    return stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)
+
+
+def _target(path: Path) -> Path:
+    """The file a path names: a symbolic link's target (followed all the way), else the path itself."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def probe_folder(path: Path, folder: Path) -> None:
+    """Create and remove a temporary file where ``path`` will be written (access checks lie to root)."""
+    try:
+        fd, name = _create_temp(folder, ".launchprobe-probe")
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:  # the folder is there but takes no new files (/proc, /sys)
+            raise UsageError(f"cannot write {path}: {folder} does not take new files") from None
+        raise UsageError(f"cannot write {path}: {exc.strerror} (in {folder})") from None
+    os.close(fd)
+    os.unlink(name)
+
+
+def _create_temp(folder: Path, stem: str) -> tuple[int, str]:
+    """A new file in ``folder`` with the mode a plain ``open(..., "w")`` gives (0666 less the umask)."""
+    for _ in range(100):
+        name = os.path.join(folder, f".{stem[:100]}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
+
+
+def write_file(path: Path, text: str, *, force: bool = False) -> None:
+    """Write ``text`` to what ``path`` names, never leaving a half-written file: a regular file (or a link's
+    target) is written to a temporary file beside it and renamed over it, keeping an existing file's mode; a
+    character device, a pipe or a descriptor path (/dev/stdout) is written straight (appended to). Refusals as
+    ``check_writable``; a failing write (a full disk) is one error and leaves nothing behind."""
+    check_writable(path, force)
+    info = _stat(path)
+    if info is not None and (_is_stream(info) or is_descriptor_path(path)):
+        try:  # appending: what the shell's redirect already holds stays
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        return
+    target = _target(path)
+    try:
+        fd, tmp = _create_temp(target.parent, target.name)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if info is not None:
+                os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def to_builtins(run: Run) -> dict[str, Any]:
@@ -75,16 +182,9 @@ def dumps_run(run: Run) -> str:
 
 
 def save_run(run: Run, path: Path, *, force: bool = False) -> None:
+    """Save the run file (``write_file``: atomic, through links, never replacing a device)."""
     check_writable(path, force)
-    text = dumps_run(run)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file(path, dumps_run(run) + "\n", force=force)
 
 
 def load_run(path: Path | str) -> Run:
@@ -100,12 +200,21 @@ def load_run(path: Path | str) -> Run:
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: corrupt deflate data
             raise UsageError(f"{path}: not a launchprobe run file (corrupt gzip data: {exc})") from None
     try:
-        raw = json.loads(data, parse_constant=_refuse_constant)
+        text = data.decode("utf-8").removeprefix("\ufeff")  # strictly UTF-8 (json.loads of bytes lets surrogates in)
+        raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_int64)
+        if SURROGATE_ESCAPE.search(text):
+            json.dumps(raw, ensure_ascii=False).encode("utf-8")  # "\ud800" alone: a string no output can hold
+    except UnicodeEncodeError:
+        raise UsageError(f"{path}: not a launchprobe run file (a string holds an unpaired surrogate)") from None
     except _NonFinite as exc:
         raise UsageError(f"{path}: not a valid launchprobe run file ({exc} is not a number JSON allows)") from None
+    except _Overflow as exc:
+        raise UsageError(f"{path}: not a valid launchprobe run file ({exc} is not a finite number)") from None
+    except _OutOfRange as exc:
+        raise UsageError(f"{path}: not a valid launchprobe run file ({exc} does not fit in 64 bits)") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not a launchprobe run file (invalid JSON at line {exc.lineno})") from None
     except UnicodeDecodeError:
@@ -115,12 +224,42 @@ def load_run(path: Path | str) -> Run:
     return from_builtins(raw, str(path))
 
 
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # may pair up, or stand alone
+
+
 class _NonFinite(ValueError):
+    pass
+
+
+class _Overflow(ValueError):
     pass
 
 
 def _refuse_constant(name: str) -> Any:
     raise _NonFinite(name)
+
+
+class _OutOfRange(ValueError):
+    pass
+
+
+INT64 = 1 << 63
+
+
+def _int64(text: str) -> int:
+    """Integers of a run file (ns, counts, bytes) fit in 64 bits; a larger one is damage, and would overflow the
+    arithmetic of renderers and compare."""
+    value = int(text) if len(text) <= 21 else 2 * INT64  # longer: out of range, and slow to convert
+    if not -INT64 <= value < 2 * INT64:
+        raise _OutOfRange(text if len(text) <= 40 else text[:40] + "...")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999
+        raise _Overflow(text if len(text) <= 40 else text[:40] + "...")
+    return value
 
 
 def from_builtins(raw: Any, label: str = "run") -> Run:
@@ -131,9 +270,46 @@ def from_builtins(raw: Any, label: str = "run") -> Run:
         run: Run = msgspec.convert(raw, type=kind)
     except msgspec.ValidationError as exc:
         raise UsageError(f"{label}: not a valid launchprobe run file: {exc}") from None
-    if isinstance(run, ClassifyRun) and not run.speedups:  # files from before speed-ups were stored
-        run.speedups = schema.speedups_of([r for r in run.results if r.step_ms_median is not None])
+    except UnicodeEncodeError:  # a lone surrogate in a string (load_run refuses those first)
+        raise UsageError(f"{label}: not a valid launchprobe run file: a string holds an unpaired surrogate") from None
+    if isinstance(run, ClassifyRun):
+        for result in run.results:
+            _check_result(result, label)
+        if not run.speedups:  # files from before speed-ups were stored
+            run.speedups = schema.speedups_of([r for r in run.results if r.step_ms_median is not None])
     return run
+
+
+REL_TOLERANCE = 1e-6  # a stored statistic and the same one computed again agree to float rounding, not more
+
+
+def _check_result(result: ClassifyResult, label: str) -> None:
+    """Refuse a result whose numbers disagree (an edited or damaged file): compare computes the median and tokens/s
+    from the samples, so a stored median they contradict would be silently ignored."""
+    where = f"{label}: inconsistent run file: result {result.key}"
+    median, samples = result.step_ms_median, result.step_ms_samples
+    if samples and median is None:
+        raise UsageError(f"{where}: step_ms_samples without a step_ms_median")
+    times = ([] if median is None else [median]) + list(samples or [])
+    if any(not math.isfinite(x) or x <= 0 for x in times):
+        raise UsageError(f"{where}: step times must be positive")
+    if median is None:
+        return
+    if samples:
+        computed = statistics.median(samples)
+        if not math.isclose(computed, median, rel_tol=REL_TOLERANCE):
+            raise UsageError(
+                f"{where}: step_ms_median {median:.6g} disagrees with the median of its {len(samples)} "
+                f"step_ms_samples, {computed:.6g}"
+            )
+    tokens = result.tokens_per_s
+    if tokens is not None:
+        expected = result.batch / (median / 1e3)
+        if not math.isclose(tokens, expected, rel_tol=REL_TOLERANCE):
+            raise UsageError(
+                f"{where}: tokens_per_s {tokens:.6g} disagrees with batch {result.batch} / step_ms_median "
+                f"{median:.6g} ms = {expected:.6g}"
+            )
 
 
 def upgrade_run(run: Any, label: str = "run") -> dict[str, Any]:

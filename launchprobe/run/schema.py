@@ -402,6 +402,7 @@ class ClassifyRun(RunHeader, kw_only=True, tag_field="kind", tag="classify"):
     results: list[ClassifyResult] = msgspec.field(default_factory=list)
     unavailable: list[Unavailable] = msgspec.field(default_factory=list)
     speedups: list[Speedup] = msgspec.field(default_factory=list)
+    incomplete: bool = False  # interrupted (Ctrl-C): only the (mode, batch) rows finished before it
 
     @property
     def kind(self) -> Literal["classify"]:
