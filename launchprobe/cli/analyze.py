@@ -3,7 +3,6 @@ launchprobe.collect and launchprobe.analysis."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,19 @@ Examples:
   launchprobe analyze report.nsys-rep                       # whole trace, per device
   launchprobe analyze report.sqlite --range 'decode_step.*' # each decode-step NVTX range
   launchprobe analyze trace.json.gz --range 'ProfilerStep#.*' --format json
+  launchprobe analyze trace.json.gz --trace-out seen.json   # open in ui.perfetto.dev
+  launchprobe analyze report.sqlite --range 'step.*' --table idle_stretches > idle.csv
 """
 
 
 def check_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
     """Each --range must compile before anything runs (nsys would otherwise profile for nothing)."""
+    from launchprobe.api import check_regex
+
     for text in values:
-        try:
-            re.compile(text)
-        except (re.error, OverflowError, RecursionError) as exc:
-            raise click.BadParameter(f"{text!r} is not a valid regular expression: {exc}") from None
+        problem = check_regex(text)
+        if problem:
+            raise click.BadParameter(problem)
     return values
 
 
@@ -61,15 +63,13 @@ def analysis_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         func = option(func)
-    return output_options("Overwrite existing output files (and stale exports).")(func)
+    return output_options("Overwrite existing output files (and stale exports).", kind="analyze")(func)
 
 
 def make_options(ranges: tuple[str, ...], devices: tuple[int, ...], short_gap_ns: int, any_thread: bool) -> Any:
-    from launchprobe.analysis.windows import AnalysisOptions
+    from launchprobe.api import analysis_options
 
-    return AnalysisOptions(
-        ranges=tuple(ranges), devices=tuple(devices), short_gap_ns=short_gap_ns, same_thread=not any_thread
-    )
+    return analysis_options(ranges=ranges, devices=devices, short_gap_ns=short_gap_ns, any_thread=any_thread)
 
 
 @click.command(epilog=EPILOG)
@@ -90,16 +90,34 @@ def analyze(
     nsys_path: str | None,
     fmt: str | None,
     output: Path | None,
+    table: str | None,
+    trace_out: Path | None,
     force: bool,
     plot_dir: Path | None,
 ) -> None:
     """Analyse an Nsight Systems report (.nsys-rep, through nsys export), its SQLite export, or a PyTorch
     profiler (Kineto) trace (.json, .json.gz): per window and device, GPU busy and idle time, where the idle went
     (host wait, short gaps, other), launches, gaps, and a verdict with its numbers."""
-    from launchprobe.analysis.trace_run import build_run
-    from launchprobe.collect import load_trace
+    from launchprobe.api import analyze_trace
 
-    check_outputs(output, force)
-    timeline = load_trace(trace, nsys=nsys_path, keep_sqlite=not remove_sqlite, force=force)
-    run = build_run(timeline, make_options(ranges, devices, short_gap_ns, any_thread))
-    emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
+    check_outputs(output, force, fmt=fmt, table=table, trace_out=trace_out, plot_dir=plot_dir)
+    result = analyze_trace(
+        trace,
+        ranges=ranges,
+        devices=devices,
+        short_gap_ns=short_gap_ns,
+        any_thread=any_thread,
+        nsys=nsys_path,
+        keep_sqlite=not remove_sqlite,
+        force=force,
+    )
+    emit_run(
+        result.run,
+        fmt=fmt,
+        output=output,
+        force=force,
+        plot_dir=plot_dir,
+        table=table,
+        trace_out=trace_out,
+        timeline=result.timeline,
+    )
