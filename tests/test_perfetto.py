@@ -206,3 +206,28 @@ def test_trace_out_is_not_overwritten_without_force(tmp_path: Path, capsys: pyte
     assert "already exists" in capsys.readouterr().err and out.read_text() == "keep"
     assert _cli(["analyze", str(PLAIN), "--trace-out", str(out), "--force", "-f", "json"]) == 0
     assert json.loads(out.read_text())["traceEvents"]
+
+
+def test_nsys_trace_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`launchprobe nsys --trace-out` draws the profile it analysed (a fake nsys that exports a synthetic loop)."""
+    from test_nsys_cli import FAKE_NSYS
+
+    from tests.fixtures import nsys_synth as synth
+
+    sqlite = synth.write_nsys_sqlite(tmp_path / "fixture.sqlite", synth.decode_loop(synth.Loop(steps=3)))
+    binary = tmp_path / "bin" / "nsys"
+    binary.parent.mkdir()
+    binary.write_text(FAKE_NSYS.format(python=sys.executable))
+    binary.chmod(0o755)
+    monkeypatch.setenv("LAUNCHPROBE_NSYS", str(binary))
+    monkeypatch.setenv("FAKE_NSYS_LOG", str(tmp_path / "nsys.log"))
+    monkeypatch.setenv("FAKE_NSYS_SQLITE", str(sqlite))
+    out = tmp_path / "seen.json"
+    argv = ["nsys", "--dir", str(tmp_path / "p"), "--range", "decode_.*", "--trace-out", str(out), "-f", "json"]
+    assert _cli([*argv, sys.executable, "-c", "pass"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    slices = check_trace_event_format(json.loads(out.read_text()))
+    windows = [e for e in slices if e["cat"] == "window"]
+    assert [e["name"] for e in windows] == [f"{w['name']}: {w['verdict']}" for w in run["windows"]]
+    assert sum(e["cat"] == "kernel" for e in slices) == sum(w["kernels"] for w in run["windows"]) > 0
+    assert min(e["ts"] for e in slices) == 0.0
