@@ -263,3 +263,14 @@ print("CODES", codes)
         "launchprobe: error: --plot needs matplotlib: pip install 'launchprobe[plot]'",
     ]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["classify", "analyze", "nsys", "report", "compare"])
+def test_help_loads_no_heavy_module(command: str) -> None:
+    code = (
+        f"import sys; from launchprobe.cli import run; run([{command!r}, '--help']); "
+        "print([m for m in ('pandas', 'numpy', 'torch', 'matplotlib') if m in sys.modules])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from launchprobe.analysis.idle import DEFAULT_SHORT_GAP_NS
+from launchprobe.api import DEFAULT_SHORT_GAP_NS  # numpy-free: `analyze --help` stays light
 from launchprobe.cli.output import check_outputs, emit_run, output_options
 
 EPILOG = """\b
