@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -782,3 +784,21 @@ def classify(config: ClassifyConfig, *, remeasure: bool = False, progress: bool 
             remeasure=remeasure,
         )
         return measure_run(config, env, ceilings, bar)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# `launchprobe.classify(...)`: the Python API's classify, called on this module (docs/api.md)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``launchprobe.classify(batches=[1])`` is ``launchprobe.api.classify(...)``, while
+    ``launchprobe.classify.build_config`` and the rest stay reachable. (Importing a submodule binds its name on the
+    package, so the package's name ``classify`` cannot be a plain function.)"""
+
+    def __call__(self, **options: Any) -> ClassifyRun:
+        from launchprobe.api import classify as run_classify
+
+        return run_classify(**options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launchprobe.collect.nsys_run import (
     ProfileOptions,
@@ -20,24 +20,30 @@ from launchprobe.collect.nsys_run import (
 from launchprobe.errors import EXIT_INTERRUPTED, LaunchprobeError
 from launchprobe.run.schema import AnalyzeRun
 
+if TYPE_CHECKING:
+    from launchprobe.api import TraceAnalysis
+    from launchprobe.timeline import Timeline
+
 
 def profile_and_analyze(
     options: ProfileOptions,
     command: list[str],
     analysis: Any,
     *,
-    render: Callable[[AnalyzeRun], None],
+    render: Callable[[AnalyzeRun, Timeline], None],
     remove_files: bool = False,
 ) -> AnalyzeRun | None:
-    """Profile, export, analyse, save the run next to the report, render. A failed or interrupted command still
+    """Profile, export, analyse, save the run next to the report, render (the run and the Timeline it was made
+    from). A failed or interrupted command still
     has what was collected analysed, then its exit code (or 130) is raised as the error's."""
     result = run_profile(options, command)
     if result.report is None:
         raise _no_report(result)
     run = None
     try:
-        run = analyse(result, options, analysis)
-        render(run)
+        analysed = analyse(result, options, analysis)
+        run = analysed.run
+        render(run, analysed.timeline)
     except LaunchprobeError as exc:
         if result.failure is None and not result.interrupted:
             raise
@@ -56,9 +62,11 @@ def profile_and_analyze(
     return run
 
 
-def analyse(result: ProfileResult, options: ProfileOptions, analysis: Any) -> AnalyzeRun:
-    """The run of what nsys collected, saved next to the report (``build_run`` and ``save_run``)."""
+def analyse(result: ProfileResult, options: ProfileOptions, analysis: Any) -> TraceAnalysis:
+    """The run of what nsys collected, saved next to the report (``build_run`` and ``save_run``), with its
+    Timeline."""
     from launchprobe.analysis.trace_run import build_run
+    from launchprobe.api import TraceAnalysis
     from launchprobe.run.files import save_run
 
     notices = []
@@ -69,7 +77,7 @@ def analyse(result: ProfileResult, options: ProfileOptions, analysis: Any) -> An
     timeline = read_profile(result, options)
     run = build_run(timeline, analysis, extra_notices=notices, extra_source={"nsys_command": result.argv})
     save_run(run, options.run_file, force=options.force)
-    return run
+    return TraceAnalysis(run=run, timeline=timeline)
 
 
 def _no_report(result: ProfileResult) -> LaunchprobeError:

@@ -35,7 +35,7 @@ def plain_output(run: Run, width: int = 100) -> str:
         (None, "run.CSV", "csv"),
         (None, "summary.md", "markdown"),
         (None, "report.txt", "plain"),
-        (None, "summary", "plain"),
+        (None, "summary", "json"),  # -o without a known extension: the run file
         ("markdown", "x.json", "markdown"),
     ],
 )

@@ -441,7 +441,10 @@ def percentile(values: npt.ArrayLike, q: float) -> int | None:
 
 
 def percentiles(values: npt.ArrayLike, qs: Sequence[float]) -> list[int | None]:
-    """``percentile`` for several ``qs`` with one partial sort."""
+    """``percentile`` for several ``qs`` with one partial sort: ``np.percentile(values, qs, method="inverted_cdf")``
+    computed exactly. numpy finds the rank as ``n * q / 100`` in floats, which lands past a whole rank where that
+    product rounds up (q=99.9, n=1000 gives the 1000th value, not the 999th); here the rank of a whole percentile
+    is integer arithmetic, so the value is the same on every machine (tests/test_api.py checks the two agree)."""
     arr = np.asarray(values)
     n = len(arr)
     if not n:

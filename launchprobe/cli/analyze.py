@@ -3,15 +3,13 @@ launchprobe.collect and launchprobe.analysis."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from launchprobe.analysis.idle import DEFAULT_SHORT_GAP_NS
-from launchprobe.analysis.no_work import DEFAULT_QUIET_NS
+from launchprobe.api import DEFAULT_QUIET_NS, DEFAULT_SHORT_GAP_NS  # numpy-free: `analyze --help` stays light
 from launchprobe.cli.output import check_outputs, emit_run, output_options
 from launchprobe.names import DEFAULT_NAME_WIDTH
 
@@ -21,16 +19,19 @@ Examples:
   launchprobe analyze report.sqlite --range 'decode_step.*' # each decode-step NVTX range
   launchprobe analyze trace.json.gz --range 'ProfilerStep#.*' --format json
   launchprobe analyze report.sqlite --steps auto            # find the steps from the trace's structure
+  launchprobe analyze trace.json.gz --trace-out seen.json   # open in ui.perfetto.dev
+  launchprobe analyze report.sqlite --range 'step.*' --table idle_stretches > idle.csv
 """
 
 
 def check_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
     """Each --range must compile before anything runs (nsys would otherwise profile for nothing)."""
+    from launchprobe.api import check_regex
+
     for text in values:
-        try:
-            re.compile(text)
-        except (re.error, OverflowError, RecursionError) as exc:
-            raise click.BadParameter(f"{text!r} is not a valid regular expression: {exc}") from None
+        problem = check_regex(text)
+        if problem:
+            raise click.BadParameter(problem)
     return values
 
 
@@ -85,7 +86,7 @@ def analysis_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         func = option(func)
-    return output_options("Overwrite existing output files (and stale exports).")(func)
+    return output_options("Overwrite existing output files (and stale exports).", kind="analyze")(func)
 
 
 def make_options(
@@ -96,17 +97,12 @@ def make_options(
     same_thread: bool = False,
     quiet_ns: int = DEFAULT_QUIET_NS,
 ) -> Any:
-    from launchprobe.analysis.windows import AnalysisOptions
+    from launchprobe.api import analysis_options
 
-    if any_thread and same_thread:
-        raise click.UsageError("choose one of --any-thread and --same-thread")
-    return AnalysisOptions(
-        ranges=tuple(ranges),
-        devices=tuple(devices),
-        short_gap_ns=short_gap_ns,
-        same_thread=False if any_thread else True if same_thread else None,
+    return analysis_options(
+        ranges=ranges, devices=devices, short_gap_ns=short_gap_ns, any_thread=any_thread, same_thread=same_thread,
         quiet_ns=quiet_ns,
-    )
+    )  # fmt: skip
 
 
 @click.command(epilog=EPILOG)
@@ -140,19 +136,38 @@ def analyze(
     nsys_path: str | None,
     fmt: str | None,
     output: Path | None,
+    table: str | None,
+    trace_out: Path | None,
     force: bool,
     plot_dir: Path | None,
 ) -> None:
     """Analyse an Nsight Systems report (.nsys-rep, through nsys export), its SQLite export, or a PyTorch
     profiler (Kineto) trace (.json, .json.gz): per window and device, GPU busy and idle time, where the idle went
     (host wait, short gaps, other), launches, gaps, and a verdict with its numbers."""
-    from launchprobe.analysis.step_run import add_steps, resolve_mode
-    from launchprobe.analysis.trace_run import build_run
-    from launchprobe.collect import load_trace
+    from launchprobe.api import analyze_trace
 
-    check_outputs(output, force, plot_dir)
-    timeline = load_trace(trace, nsys=nsys_path, keep_sqlite=not remove_sqlite, force=force)
-    options = make_options(ranges, devices, short_gap_ns, any_thread, same_thread, quiet_ns)
-    run = build_run(timeline, options)
-    add_steps(run, timeline, options, resolve_mode(steps, timeline, ranges))
-    emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir, name_width=name_width)
+    check_outputs(output, force, fmt=fmt, table=table, trace_out=trace_out, plot_dir=plot_dir)
+    result = analyze_trace(
+        trace,
+        ranges=ranges,
+        steps=steps,
+        devices=devices,
+        short_gap_ns=short_gap_ns,
+        any_thread=any_thread,
+        same_thread=same_thread,
+        quiet_ns=quiet_ns,
+        nsys=nsys_path,
+        keep_sqlite=not remove_sqlite,
+        force=force,
+    )
+    emit_run(
+        result.run,
+        fmt=fmt,
+        output=output,
+        force=force,
+        plot_dir=plot_dir,
+        table=table,
+        trace_out=trace_out,
+        timeline=result.timeline,
+        name_width=name_width,
+    )

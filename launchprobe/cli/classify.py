@@ -58,6 +58,7 @@ Examples:
   launchprobe classify --batch 1 --projections gemv --no-pdl      # what programmatic dependent launch buys
   launchprobe classify --format json > run.json
   launchprobe classify --output run.json                  # save the run; re-render with `launchprobe report`
+  launchprobe classify --kernels --batch 1 --trace-out steps.json   # one step per mode, for ui.perfetto.dev
 """
 
 
@@ -165,7 +166,7 @@ Examples:
     help="Programmatic dependent launch of the Triton kernels (Hopper+): each starts while the previous one ends.",
 )
 @click.option("--plan", is_flag=True, help="Print the per-step cost model and floors; run nothing.")
-@output_options()
+@output_options(kind="classify")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display on stderr.")
 def classify(
     shape_spec: str | None,
@@ -187,42 +188,45 @@ def classify(
     plan: bool,
     fmt: str | None,
     output: Path | None,
+    table: str | None,
+    trace_out: Path | None,
     force: bool,
     plot_dir: Path | None,
     quiet: bool,
 ) -> None:
     """Run the synthetic Llama decode loop in eager, piecewise and full-graph modes and classify each run
     as launch-bound, memory-bound or compute-bound, from ceilings measured on this machine."""
-    from launchprobe import classify as job
+    from launchprobe.api import classify as run_classify
+    from launchprobe.api import require
     from launchprobe.workload.shape import parse_override
 
-    check_outputs(output, force, plot_dir)  # before minutes of measuring, not after
-    device = job.device_for_plan(device) if plan else job.resolve_device(device)
-    config = job.build_config(
-        shape_spec=shape_spec,
-        overrides=dict(parse_override(text) for text in overrides),
-        batches=parse_int_list(batch_text, "--batch") if batch_text else None,
-        context=context,
-        modes=parse_modes(mode_values),
-        dtype=dtype,
-        device=device,
-        capture_sizes=None if capture_text == "vllm" else parse_int_list(capture_text, "--capture-sizes"),
-        ceilings_source=ceilings_source,
-        warmup=warmup,
-        steps=steps,
-        plan=plan,
-        kernels=kernel_density is not None,
-        kernel_density=kernel_density or "sampled",
-        nvtx=nvtx,
-        projections=projections,
-        pdl=pdl,
-    )
+    require("torch", "classify", "launchprobe classify")  # before anything else: one line, exit 5
+    check_outputs(output, force, fmt=fmt, table=table, trace_out=trace_out, plot_dir=plot_dir)  # before minutes
+    from launchprobe.classify import ClassifyInterrupted
+
     try:
-        run = (
-            job.plan(config, device) if plan else job.classify(config, remeasure=remeasure_ceilings, progress=not quiet)
+        run = run_classify(
+            shape=shape_spec,
+            overrides=dict(parse_override(text) for text in overrides),
+            batches=parse_int_list(batch_text, "--batch") if batch_text else None,
+            context=context,
+            modes=parse_modes(mode_values),
+            dtype=dtype,
+            warmup=warmup,
+            steps=steps,
+            device=device,
+            capture_sizes=None if capture_text == "vllm" else parse_int_list(capture_text, "--capture-sizes"),
+            ceilings=ceilings_source,
+            remeasure_ceilings=remeasure_ceilings,
+            kernels=kernel_density or False,
+            nvtx=nvtx,
+            projections=projections,
+            pdl=pdl,
+            plan=plan,
+            progress=not quiet,
         )
-    except job.ClassifyInterrupted as stop:  # Ctrl-C: keep and show the rows that were finished, then exit 130
-        emit_run(stop.run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
+    except ClassifyInterrupted as stop:  # Ctrl-C: keep and show the rows that were finished, then exit 130
+        emit_run(stop.run, fmt=fmt, output=output, force=force, plot_dir=plot_dir, table=table)
         kept = f"; the partial run (marked incomplete) is saved in {output}" if output is not None else ""
         raise LaunchprobeError(f"{stop}{kept}", exit_code=stop.exit_code) from None
-    emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir)
+    emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir, table=table, trace_out=trace_out)

@@ -22,7 +22,13 @@ from launchprobe.render import COMPARE_FORMATS
     "classify: step_ms, tokens_per_s, kernels_per_step, idle, capture_s, capture_mib "
     "[default: step_ms, tokens_per_s]; analyze: span_ms, busy_ms, idle, kernels, gap_p50_us [default: span_ms].",
 )
-@click.option("--format", "fmt", type=click.Choice(COMPARE_FORMATS), help="Default: by --output extension.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(COMPARE_FORMATS),
+    help="Default: by --output's extension (JSON when it has none of .json .md .txt), else table.",
+)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write here (markdown appends to it).")
 @click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
 def compare(
@@ -46,9 +52,10 @@ def compare(
     """
     from launchprobe.compare import compare_runs, metrics_for, parse_threshold
     from launchprobe.errors import UsageError
-    from launchprobe.render import emit_comparison
+    from launchprobe.render import check_format, emit_comparison
     from launchprobe.run.files import load_run
 
+    check_format(fmt, output)
     try:
         fraction = parse_threshold(threshold)
     except ValueError:

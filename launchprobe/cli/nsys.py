@@ -4,6 +4,7 @@ launchprobe.pipeline (which runs launchprobe.collect.nsys_run and launchprobe.an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from launchprobe.cli.output import check_outputs, emit_run
 from launchprobe.errors import EXIT_COMMAND_NOT_FOUND, EXIT_INTERRUPTED, EXIT_MISSING_TOOL
 from launchprobe.run.schema import AnalyzeRun
 
+if TYPE_CHECKING:
+    from launchprobe.timeline import Timeline
+
 EPILOG = f"""\b
 Examples:
   launchprobe nsys -- python serve.py --model my-model
@@ -19,6 +23,7 @@ Examples:
   launchprobe nsys --dir prof --range 'decode_step.*' -- python bench.py
   launchprobe nsys --capture-cuda-profiler-api --gpu-metrics-devices all -- python bench.py
   launchprobe nsys --nsys-arg=--duration=30 -- python serve.py
+  launchprobe nsys --trace-out seen.json -- python bench.py   # open in ui.perfetto.dev
 
 \b
 Exit codes: the command's own when it fails; {EXIT_COMMAND_NOT_FOUND} when it is not found (nothing is run);
@@ -83,6 +88,8 @@ def nsys(
     nsys_path: str | None,
     fmt: str | None,
     output: Path | None,
+    table: str | None,
+    trace_out: Path | None,
     force: bool,
     plot_dir: Path | None,
 ) -> None:
@@ -95,7 +102,7 @@ def nsys(
 
     if capture_nvtx and capture_cuda_profiler_api:
         raise click.UsageError("choose one of --capture-nvtx and --capture-cuda-profiler-api")
-    check_outputs(output, force, plot_dir)
+    check_outputs(output, force, fmt=fmt, table=table, trace_out=trace_out, plot_dir=plot_dir)
     options = ProfileOptions(
         directory=directory or default_directory(),
         name=name,
@@ -109,13 +116,17 @@ def nsys(
     )
     analysis = make_options(ranges, devices, short_gap_ns, any_thread, same_thread, quiet_ns)
 
-    def render(run: AnalyzeRun) -> None:
-        emit_run(run, fmt=fmt, output=output, force=force, plot_dir=plot_dir, name_width=name_width)
+    def render(run: AnalyzeRun, timeline: Timeline) -> None:
+        emit_run(
+            run,
+            fmt=fmt,
+            output=output,
+            force=force,
+            plot_dir=plot_dir,
+            table=table,
+            trace_out=trace_out,
+            timeline=timeline,
+            name_width=name_width,
+        )
 
-    profile_and_analyze(
-        options,
-        list(command),
-        analysis,
-        render=render,
-        remove_files=remove_files,
-    )
+    profile_and_analyze(options, list(command), analysis, render=render, remove_files=remove_files)

@@ -160,6 +160,8 @@ def get_ops(device_type: str, impl: str | None = None, settings: KernelSettings 
         try:
             from launchprobe.kernels.triton import TritonOps
         except ImportError as exc:
-            raise MissingToolError(f"the Triton kernels need the triton package: {exc}") from exc
+            raise MissingToolError(
+                f"the Triton kernels need the triton package ({exc}): pip install 'launchprobe[gpu]'"
+            ) from exc
         return TritonOps(settings)
     raise UsageError(f"unknown kernel implementation {chosen!r}; choose one of {', '.join(IMPLS)}")

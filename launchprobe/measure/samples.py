@@ -7,16 +7,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 
 def quantile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default method) of a non-empty sequence."""
-    if not values:
+    """Linear-interpolated quantile of a non-empty sequence: ``np.quantile``'s default method."""
+    if not len(values):
         raise ValueError("quantile of no values")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    return float(np.quantile(np.asarray(values, dtype=np.float64), q))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ and writes to the console or a file without clobbering what the user had.
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,59 @@ EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "m
 
 
 def pick_format(fmt: str | None, output: Path | None) -> str:
+    """The format of what ``report`` / ``compare`` write: ``fmt`` when given (``check_format`` has refused one
+    that contradicts the file's extension); else, for a file, its extension's (``EXTENSIONS``), the run file
+    (json) when the extension says nothing; else, on stdout, the table."""
     if fmt is not None:
         if fmt not in FORMATS:
             raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
         return fmt
     if output is not None:
-        return EXTENSIONS.get(output.suffix.lower(), "plain")
+        return EXTENSIONS.get(output.suffix.lower(), "json")
     return "table"
+
+
+def file_format(fmt: str | None, output: Path, table: str | None = None) -> str:
+    """The format of ``--output FILE`` in every command: the extension's (.json the run file, .csv, .md, .txt);
+    ``fmt`` for a name without one of these (CSV for a --table); the run file (json) when nothing says."""
+    implied = EXTENSIONS.get(output.suffix.lower())
+    if implied is not None:
+        return implied
+    return emitted_format(fmt, output, table)
+
+
+def emitted_format(fmt: str | None, output: Path | None, table: str | None = None) -> str:
+    """What ``emit`` writes: ``pick_format``'s, or CSV for a --table with no --format and no extension."""
+    if table is not None and fmt is None and (output is None or output.suffix.lower() not in EXTENSIONS):
+        return "csv"
+    return pick_format(fmt, output)
+
+
+def stdout_format(fmt: str | None, output: Path | None, table: str | None = None) -> str:
+    """What a command that makes a run prints: ``fmt``, CSV for a --table alone, else the table."""
+    if fmt is None and table is not None and output is None:
+        return "csv"
+    return pick_format(fmt, None)
+
+
+def check_format(fmt: str | None, output: Path | None, table: str | None = None, *, prints: bool = False) -> None:
+    """Before any work: for a command whose --format is only the file's (``prints`` False: report, compare), a
+    --format that the file's extension contradicts (markdown into run.json); a --table when no CSV is written."""
+    if not prints and fmt is not None and output is not None:
+        implied = EXTENSIONS.get(output.suffix.lower())
+        if implied is not None and implied != fmt and not (implied == "plain" and fmt == "table"):
+            raise UsageError(
+                f"--format {fmt} but {output.name} is named as {implied}: leave out --format (the extension "
+                f"decides) or name the file for its format (.json, .csv, .md, .txt)"
+            )
+    if table is None:
+        return
+    if prints:
+        written = [stdout_format(fmt, output, table), file_format(fmt, output, table) if output else None]
+    else:
+        written = [emitted_format(fmt, output, table)]
+    if "csv" not in written:
+        raise UsageError(f"--table {table} picks a CSV table: add --format csv or write to a .csv file")
 
 
 def build_report(run: Run, *, name_width: int | None = None) -> Any:
@@ -47,8 +94,11 @@ def render_table(run: Run, console: Console, *, name_width: int | None = None) -
     print_report(build_report(run, name_width=name_width), console)
 
 
-def render_text(run: Run, fmt: str, *, width: int | None = None, name_width: int | None = None) -> str:
-    """The run rendered as a string: plain/table (plain text), markdown, json or csv."""
+def render_text(
+    run: Run, fmt: str, *, width: int | None = None, table: str | None = None, name_width: int | None = None
+) -> str:
+    """The run rendered as a string: plain/table (plain text), markdown, json or csv (``table``: which one,
+    launchprobe.render.flat.table_names)."""
     if fmt == "json":
         from launchprobe.run.files import dumps_run
 
@@ -56,7 +106,7 @@ def render_text(run: Run, fmt: str, *, width: int | None = None, name_width: int
     if fmt == "csv":
         from launchprobe.render.flat import to_csv
 
-        return to_csv(run)
+        return to_csv(run, table)
     if fmt == "markdown":
         from launchprobe.render.markdown import report_markdown
 
@@ -80,25 +130,33 @@ def emit(
     output: Path | None,
     console: Console | None = None,
     force: bool = False,
+    table: str | None = None,
     name_width: int | None = None,
 ) -> None:
-    """Render ``run`` to the console or to ``output`` (json: save_run; markdown appends to a file)."""
-    fmt = pick_format(fmt, output)
+    """Render ``run`` to the console or to ``output`` (json: save_run; markdown appends to a file). ``table``
+    picks the CSV table (and means CSV when no format is given). JSON, CSV and markdown go to the stream as they
+    are, not through rich."""
+    fmt = emitted_format(fmt, output, table)
+    if table is not None and fmt != "csv":
+        raise UsageError(f"--table {table} picks a CSV table: add --format csv or write to a .csv file")
     if output is not None:
-        write_output(run, fmt, output, force=force, name_width=name_width)
+        write_output(run, fmt, output, force=force, table=table, name_width=name_width)
         return
-    if console is None:
-        from launchprobe.console import make_console
-
-        console = make_console(plain=True if fmt == "plain" else None)
     if fmt in ("table", "plain"):
+        if console is None:
+            from launchprobe.console import make_console
+
+            console = make_console(plain=True if fmt == "plain" else None)
         if fmt == "plain" and not _is_plain(console):
             from launchprobe.console import make_console
 
             console = make_console(console.file, plain=True, width=console.width)  # type: ignore[arg-type]
         render_table(run, console, name_width=name_width)
-    else:
-        console.out(render_text(run, fmt, name_width=name_width), highlight=False, end="")
+        return
+    text = render_text(run, fmt, table=table, name_width=name_width)
+    stream = sys.stdout if console is None else console.file
+    stream.write(text)
+    stream.flush()
 
 
 def _is_plain(console: Console) -> bool:
@@ -107,13 +165,15 @@ def _is_plain(console: Console) -> bool:
     return is_plain(console)
 
 
-def write_output(run: Run, fmt: str, output: Path, *, force: bool = False, name_width: int | None = None) -> None:
+def write_output(
+    run: Run, fmt: str, output: Path, *, force: bool = False, table: str | None = None, name_width: int | None = None
+) -> None:
     if fmt == "json":
         from launchprobe.run.files import save_run
 
         save_run(run, output, force=force)
         return
-    write_text(render_text(run, fmt, name_width=name_width), output, append=fmt == "markdown", force=force)
+    write_text(render_text(run, fmt, table=table, name_width=name_width), output, append=fmt == "markdown", force=force)
 
 
 def write_text(text: str, output: Path, *, append: bool = False, force: bool = False) -> None:
@@ -182,4 +242,6 @@ def emit_comparison(
     if output is not None:
         write_text(text, output, append=fmt == "markdown", force=force)
     else:
-        (console or Console()).out(text, highlight=False, end="")
+        stream = sys.stdout if console is None else console.file
+        stream.write(text)
+        stream.flush()

@@ -26,6 +26,13 @@ DPI = 110
 MAX_ROWS = 40  # bars one plot draws at most (the slowest), so thousands of windows stay a readable, quick PNG
 
 
+def require_matplotlib() -> None:
+    """A one-line error (exit 5) naming the extra, not a traceback, when matplotlib is missing."""
+    from launchprobe.api import require
+
+    require("matplotlib", "plot", "--plot")
+
+
 @dataclass
 class Plot:
     name: str  # file stem
@@ -227,9 +234,17 @@ def plot_gaps(run: ClassifyRun, batch: int) -> Plot | None:
                                                   "counts": counts})  # fmt: skip
 
 
+DWARF_RATIO = 10.0  # the longest window over the median one, past which shares replace milliseconds
+
+
 def plot_windows(run: AnalyzeRun) -> Plot | None:
     """analyze: each window's span split into busy, host wait, short gaps and other idle; of thousands of windows
-    the slowest MAX_ROWS (in time order, numbered as in the run), so the PNG stays small and quick to draw."""
+    the slowest MAX_ROWS (in time order, numbered as in the run), so the PNG stays small and quick to draw. When one
+    window dwarfs the rest (a first step with warm-up in it: over ``DWARF_RATIO`` times the median span),
+    milliseconds on one axis would leave the others as slivers: the spans go to a log-scale panel of their own and
+    the split is drawn as shares of each window's span."""
+    import statistics
+
     every = [w for w in run.windows if w.span_ns]
     if not every:
         return None
@@ -243,19 +258,39 @@ def plot_windows(run: AnalyzeRun) -> Plot | None:
     ]
     labels = [_label(f"{w.name} #{i} (dev {w.device})") for i, w in zip(chosen, windows, strict=True)]
     values = {key: [getattr(w, key) / 1e6 for w in windows] for key, _, _ in parts}
-    fig = _figure(9, 1.3 + 0.35 * len(windows))
-    ax = fig.add_subplot()
+    spans = [w.span_ns / 1e6 for w in windows]
+    dwarfed = max(spans) > DWARF_RATIO * statistics.median(spans)
     ys = list(range(len(windows)))[::-1]
+    fig = _figure(11 if dwarfed else 9, 1.3 + 0.35 * len(windows))
+    data: dict[str, Any] = {"labels": labels, "ms": values, "scale": "shares" if dwarfed else "ms"}
+    if dwarfed:
+        span_ax, ax = fig.subplots(1, 2, sharey=True, width_ratios=(1, 2))
+        span_ax.barh(ys, spans, color="#555555")
+        span_ax.set_xscale("log")
+        span_ax.set_xlabel("window span (ms, log scale)")
+        span_ax.set_yticks(ys, labels, parse_math=False)
+        span_ax.grid(axis="x", alpha=0.3, which="both")
+        shown = {key: [part / span * 100 for part, span in zip(values[key], spans, strict=True)] for key in values}
+        data["share_pct"] = shown
+        ax.set_xlabel("share of the window's span (%)")
+        ax.set_xlim(0, 100)
+    else:
+        ax = fig.add_subplot()
+        shown = values
+        ax.set_yticks(ys, labels, parse_math=False)
+        ax.set_xlabel("time in window (ms)")
     left = [0.0] * len(windows)
     for key, label, color in parts:
-        ax.barh(ys, values[key], left=left, color=color, label=label)
-        left = [a + b for a, b in zip(left, values[key], strict=True)]
-    ax.set_yticks(ys, labels, parse_math=False)
-    ax.set_xlabel("time in window (ms)")
-    title = "Where each window's time went: GPU busy and the idle split"
-    ax.set_title(_capped(title, len(windows), len(every), "windows"))
+        ax.barh(ys, shown[key], left=left, color=color, label=label)
+        left = [a + b for a, b in zip(left, shown[key], strict=True)]
+    title = _capped("Where each window's time went: GPU busy and the idle split", len(windows), len(every), "windows")
+    if dwarfed:
+        fig.suptitle(title)
+    else:
+        ax.set_title(title)
     fig.legend(fontsize=8, loc="outside right upper")
-    return Plot("windows", fig, {"labels": labels, "ms": values, "total": len(every)})
+    data["total"] = len(every)
+    return Plot("windows", fig, data)
 
 
 def make_plots(run: Run) -> list[Plot]:
@@ -308,6 +343,7 @@ def write_plots(run: Run, directory: Path, *, force: bool = False) -> list[Path]
     """Write every picture the run has data for into ``directory`` (created if missing); return the files.
     An existing PNG of the same name is replaced only with ``force``."""
     directory = Path(directory)
+    require_matplotlib()
     plots = make_plots(run)
     check_plot_dir(directory, force=force, names=[p.name for p in plots])
     paths = [directory / f"{p.name}.png" for p in plots]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import datetime
 import sys
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = 1
 RUN_KINDS = ("classify", "analyze")
@@ -416,6 +419,25 @@ class ClassifyRun(RunHeader, kw_only=True, tag_field="kind", tag="classify"):
         """By batch, then eager, piecewise, full."""
         return sorted(self.results, key=ClassifyResult.sort_key)
 
+    # Tables as pandas DataFrames (launchprobe/run/frames.py, docs/api.md)
+
+    def frame(self, table: str = "results") -> pd.DataFrame:
+        from launchprobe.run.frames import frame
+
+        return frame(self, table)
+
+    def results_frame(self) -> pd.DataFrame:
+        """One row per (mode, batch): every scalar of a result, nested ones dotted (``kernel_pass.gaps.p50_ns``)."""
+        return self.frame("results")
+
+    def kernels_frame(self) -> pd.DataFrame:
+        """The per-kernel pass's rows of the step shown, keyed by mode, batch and bucket (empty without --kernels)."""
+        return self.frame("kernels")
+
+    def ops_frame(self) -> pd.DataFrame:
+        """The per-kernel pass's per-op table, keyed by mode, batch and bucket."""
+        return self.frame("ops")
+
 
 def speedups_of(results: list[ClassifyResult]) -> list[Speedup]:
     """Eager step time over each graph mode's, per batch (None where a mode is missing)."""
@@ -645,6 +667,30 @@ class AnalyzeRun(RunHeader, kw_only=True, tag_field="kind", tag="analyze"):
     @property
     def kind(self) -> Literal["analyze"]:
         return "analyze"
+
+    # Tables as pandas DataFrames (launchprobe/run/frames.py, docs/api.md)
+
+    def frame(self, table: str = "windows") -> pd.DataFrame:
+        from launchprobe.run.frames import frame
+
+        return frame(self, table)
+
+    def windows_frame(self) -> pd.DataFrame:
+        """One row per window: every scalar field, nested records dotted (``launch_api_ns.p50``, ``launches.*``)."""
+        return self.frame("windows")
+
+    def summaries_frame(self) -> pd.DataFrame:
+        """One row per range name and device (range windows only)."""
+        return self.frame("summaries")
+
+    def idle_stretches_frame(self) -> pd.DataFrame:
+        """The longest idle stretches each window keeps, with their cause, keyed by ``window_index`` (its row in
+        ``windows_frame()``), window name, instance and device."""
+        return self.frame("idle_stretches")
+
+    def top_kernels_frame(self) -> pd.DataFrame:
+        """Each window's top kernels by total time, keyed like ``idle_stretches_frame()``."""
+        return self.frame("top_kernels")
 
 
 Run = ClassifyRun | AnalyzeRun
