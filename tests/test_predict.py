@@ -139,3 +139,59 @@ def test_graph_node_gap_is_span_less_busy_per_gap(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(cupti, "cuda_intervals", lambda work: [r[:3] for r in rows])
     assert ceilings._node_gap_ns(lambda: None, nodes=4) == pytest.approx(300.0)
     assert ceilings._node_gap_ns(lambda: None, nodes=5) is None  # fewer kernels than nodes: not traced one by one
+
+
+def test_eager_steps_of_a_real_trace_predict_its_full_graph_steps() -> None:
+    """Issue 13 on a real nsys trace (tests/fixtures/field, E: launchprobe classify of llama-3.2-1b on an H200 under
+    nsys): the CUDA-graph what-if of each eager bucket's typical step against the full-graph steps of the same trace.
+    Both sides are read independently here: the full steps' span from the trace by sqlite3 (their own kernels,
+    first start to last end), the prediction's inputs from the eager steps' kernels."""
+    import gzip
+    import shutil
+    import sqlite3
+    import statistics
+    import tempfile
+    from pathlib import Path
+
+    from launchprobe.api import analyze
+
+    fixture = Path(__file__).parent / "fixtures" / "field" / "E_classify_nsys.sqlite.gz"
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "e.sqlite"
+        with gzip.open(fixture) as src, db.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        run = analyze(db, ranges=["decode_step.*"])
+        con = sqlite3.connect(db)
+        names = dict(con.execute("SELECT id, value FROM StringIds"))
+        ranges = [
+            (names.get(tid, text), start, end, tid_)
+            for text, tid, start, end, tid_ in con.execute(
+                "SELECT text, textId, start, end, globalTid FROM NVTX_EVENTS WHERE eventType IN (59, 60)"
+            )
+        ]
+        launches = con.execute("SELECT start, correlationId, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchall()
+        kernels = con.execute("SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+        con.close()
+    by_corr: dict[int, list[tuple[int, int]]] = {}
+    for corr, start, end in kernels:
+        by_corr.setdefault(corr, []).append((start, end))
+    full_spans: dict[int, list[int]] = {}
+    for name, start, end, tid in ranges:
+        if name and name.startswith("decode_step mode=full"):
+            mine = [k for s, c, t in launches if t == tid and start <= s <= end for k in by_corr.get(c, [])]
+            if mine:
+                full_spans.setdefault(int(name.rsplit("=", 1)[1]), []).append(
+                    max(e for _, e in mine) - min(s for s, _ in mine)
+                )
+    summaries = {s.name: s for s in run.summaries}
+    for bucket, spans in full_spans.items():
+        eager = summaries[f"decode_step mode=eager bucket={bucket}"]
+        assert eager.predicted_graph_step_ns is not None
+        full_p50 = statistics.median(spans)
+        assert abs(eager.predicted_graph_step_ns / full_p50 - 1) < 0.10, (
+            bucket,
+            eager.predicted_graph_step_ns,
+            full_p50,
+        )
+        full = summaries[f"decode_step mode=full bucket={bucket}"]
+        assert full.predicted_graph_step_ns is None and not full.what_ifs[0].predictable  # already graph replay

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 from launchprobe.run.schema import Summary, WhatIf, Window
 
-# Defaults where this GPU has no measured ceiling (analyze of a trace from elsewhere). The node cost is the H200
-# measurement of ENGINEERING.md (a graph of 800 tiny kernels replays at 1.0 us per node); the graph launch is
-# NVIDIA's published figure for straight-line graphs (CUDA 12.6: ~2.5 us + ~1 ns per node).
-DEFAULT_GRAPH_NODE_NS = 1_000.0
+# Defaults where this GPU has no measured ceiling (analyze of a trace from elsewhere). The node cost is classify's
+# graph_node_gap_ns ceiling as measured on an H200 on 2026-12-01 (docs/performance.md): the idle between the nodes
+# of a replayed graph of tiny kernels, by CUPTI; the graph launch is NVIDIA's published figure for straight-line
+# graphs (CUDA 12.6: ~2.5 us + ~1 ns per node).
+DEFAULT_GRAPH_NODE_NS = 84.0
 DEFAULT_GRAPH_LAUNCH_NS = 2_500.0
 
 
@@ -62,7 +63,7 @@ def graphs(
         ),
         assumptions=(
             f"the same kernels run back to back from one graph; per-node cost {node / 1e3:.2f} us "
-            f"({node_source if node_ns is not None else 'default: H200 measurement, no ceiling for this GPU'}); "
+            f"({node_source if node_ns is not None else 'default: the H200 measurement, no ceiling for this GPU'}); "
             "no host synchronisation inside the step"
         ),
     )
