@@ -96,7 +96,9 @@ def test_end_to_end_and_pass_through(fake_nsys: Path, tmp_path: Path, capsys: py
     ]
     assert profile[8] == str(out / "report") and "--force-overwrite=false" in profile
     assert profile[-len(user) :] == user  # the user's arguments, untouched
-    assert export[:5] == ["export", "--type", "sqlite", "--output", str(out / "report.sqlite")]
+    # exported to a temporary name beside the report, renamed to report.sqlite once complete (never half a file)
+    assert export[:4] == ["export", "--type", "sqlite", "--output"] and export[4].startswith(str(out / "report.sqlite"))
+    assert export[4] != str(out / "report.sqlite")
     assert export[-1] == str(out / "report.nsys-rep")
     for name in ("report.nsys-rep", "report.sqlite", "report.json"):
         assert (out / name).exists()

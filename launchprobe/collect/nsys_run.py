@@ -180,7 +180,7 @@ def read_profile(result: ProfileResult, options: ProfileOptions) -> Timeline:
 
     if result.report is None:
         raise UsageError("nsys wrote no report")
-    sqlite, _ = export_sqlite(result.report, nsys=options.nsys, force=options.force)
+    sqlite, _ = export_sqlite(result.report, nsys=options.nsys, force=options.force, atomic=True)
     timeline = read_nsys_sqlite(sqlite)
     timeline.meta.update(format="nsys-rep", path=str(result.report), sqlite=str(sqlite))
     return timeline
