@@ -286,3 +286,19 @@ def test_dense_refused_and_legacy_kernel_passes() -> None:
     assert "with events around every kernel" in text  # the legacy line of the old file
     assert "busy: stitched (sampled) steps, and instrumented steps where dense, as each caption says" in text
     assert "(instrumented)" in text and "(stitched)" in text  # each strip's caption says which
+
+
+def test_idle_stretch_times_in_tables_are_from_the_first_gpu_op() -> None:
+    from launchprobe.render import values as v
+
+    run = runs.analyze_many_run()
+    origin = run.source.time_origin_ns
+    assert origin is not None and origin > 0
+    idle = run.summaries[0].largest_idle
+    assert idle
+    stretch = idle[0]
+    text = plain_output(run, width=260)
+    assert "Largest idle stretches (times from the first GPU op)" in text
+    row = next(line for line in text.splitlines() if line.startswith(stretch.window + " ") and stretch.kind in line)
+    assert v.sig(stretch.start_ns - origin, 1e-3) in row.split()
+    assert json.loads(render_text(run, "json"))["summaries"][0]["largest_idle"][0]["start_ns"] == stretch.start_ns

@@ -274,6 +274,7 @@ def build_run(
         cuda_graph_trace=meta.get("cuda_graph_trace"),
         rank=meta.get("rank"),
         world_size=meta.get("world_size"),
+        time_origin_ns=int(timeline.gpu_ops["start_ns"].min()) if len(timeline.gpu_ops) else None,
     )
     for key, value in (extra_source or {}).items():
         setattr(source, key, value)

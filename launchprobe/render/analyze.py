@@ -20,7 +20,7 @@ from launchprobe.render.classify import what_if_text
 from launchprobe.render.model import Block, Lines, Report, Table
 from launchprobe.run.schema import AnalyzeRun, IdleStretch, PooledIdleStretch, Record, Summary, TopKernel, Window
 
-SOURCE_KEYS_SHOWN = ("path", "format")
+SOURCE_KEYS_SHOWN = ("path", "format", "time_origin_ns")  # the origin is in the tables, not the header
 FEW_WINDOWS = 12  # up to this many windows, show every one
 SLOWEST = 8  # otherwise, the slowest this many
 MOSTLY_NO_WORK = 0.5  # as analysis.trace_verdict: a window idle with no work issued for half its span says so
@@ -60,7 +60,7 @@ def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
         helps += [f"{w.label}: {what_if_text(x)}" for w in shown for x in w.what_ifs]
     if helps:
         report.blocks.append(Lines("What would help (predicted)", helps))
-    report.blocks += _lists(shown, groups, rows, width)
+    report.blocks += _lists(shown, groups, rows, width, run.source.time_origin_ns)
     return report
 
 
@@ -180,25 +180,32 @@ def _gaps_table(rows: list[Window], names: list[str]) -> Table:
     return Table(title="Gaps before each GPU op, and launches", columns=columns, rows=body, align="llrrrrl")
 
 
-def _short_names(records: Sequence[Record] | None, width: int) -> Sequence[Record] | None:
-    """Kernel names (top kernels' ``name``, idle stretches' ``next_op``) shortened for a table."""
+def _short_names(records: Sequence[Record] | None, width: int, origin_ns: int | None = None) -> Sequence[Record] | None:
+    """Kernel names (top kernels' ``name``, idle stretches' ``next_op``) shortened for a table; idle stretches'
+    times from the trace's first GPU op (``origin_ns``), not the trace clock's 16-digit epoch values."""
     if not records:
         return records
     out: list[Record] = []
     for r in records:
         if isinstance(r, TopKernel):
             r = msgspec.structs.replace(r, name=short_kernel_name(r.name, width))
-        elif isinstance(r, IdleStretch | PooledIdleStretch) and r.next_op:
-            r = msgspec.structs.replace(r, next_op=short_kernel_name(r.next_op, width))
+        elif isinstance(r, IdleStretch | PooledIdleStretch):
+            if r.next_op:
+                r = msgspec.structs.replace(r, next_op=short_kernel_name(r.next_op, width))
+            if origin_ns is not None:
+                r = msgspec.structs.replace(r, start_ns=r.start_ns - origin_ns, end_ns=r.end_ns - origin_ns)
         out.append(r)
     return out
 
 
-def _lists(shown: list[Window], groups: list[Summary], rows: list[Window], width: int) -> list[Block]:
+def _lists(
+    shown: list[Window], groups: list[Summary], rows: list[Window], width: int, origin_ns: int | None = None
+) -> list[Block]:
     """Top kernels and largest idle stretches: once per range name (pooled over its windows; the slowest window's
     in runs saved before pooling) or, for whole-trace windows, per window shown."""
     blocks: list[Block] = []
-    for key, title in (("top_kernels", "Top kernels"), ("largest_idle", "Largest idle stretches")):
+    idle_title = "Largest idle stretches" + ("" if origin_ns is None else " (times from the first GPU op)")
+    for key, title in (("top_kernels", "Top kernels"), ("largest_idle", idle_title)):
         if groups:
             for g in groups:
                 records: Sequence[Record] | None = getattr(g, key)
@@ -207,12 +214,12 @@ def _lists(shown: list[Window], groups: list[Summary], rows: list[Window], width
                     mine = [w for w in rows if w.name == g.name and w.device == g.device]
                     slowest = max(mine, key=lambda w: w.span_ns, default=None)
                     records, label = (getattr(slowest, key) if slowest else None), f"{g.label}, slowest window"
-                table = common.records_table(f"{title}: {label}", _short_names(records, width))
+                table = common.records_table(f"{title}: {label}", _short_names(records, width, origin_ns))
                 if table is not None:
                     blocks.append(table)
             continue
         for w in shown:
-            table = common.records_table(f"{title}: {w.label}", _short_names(getattr(w, key), width))
+            table = common.records_table(f"{title}: {w.label}", _short_names(getattr(w, key), width, origin_ns))
             if table is not None:
                 blocks.append(table)
     return blocks

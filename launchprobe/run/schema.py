@@ -469,6 +469,7 @@ class Source(Record, kw_only=True):
     rank: int | None = None
     world_size: int | None = None
     nsys_command: list[str] | None = None
+    time_origin_ns: int | None = None  # the trace's first GPU op: tables show times from it
 
 
 class AnalyzeConfigRecord(Record, kw_only=True):
