@@ -140,3 +140,28 @@ def test_shared_kineto_traces_with_distributed_info() -> None:
     for rank, single in enumerate(singles):
         assert [w.name for w in merged.windows if w.rank == rank] == [w.name for w in single.windows]
     assert "Ranks" in [getattr(block, "title", None) for block in build(merged).blocks]
+
+
+def test_comm_kernels_counted_and_their_union() -> None:
+    from launchprobe.analysis.trace_run import analyze_timeline
+    from launchprobe.analysis.windows import AnalysisOptions
+    from tests.test_analyze import US, timeline
+
+    tl = timeline(
+        ops=[(0, 10 * US, 1), (5 * US, 20 * US, 2), (30 * US, 40 * US, 3), (50 * US, 60 * US, 4)],
+        apis=[("cudaLaunchKernel", i * US, i * US + 500, i + 1) for i in range(4)],
+    )
+    tl.gpu_ops["name"] = ["ncclDevKernel_AllReduce_Sum_bf16", "gemm", "NCCLKernel_x", "cross_device_reduce_1stage"]
+    [w], _ = analyze_timeline(tl, AnalysisOptions())
+    assert w.comm_kernels == 2  # nccl in any case; vLLM's custom all-reduce is not NCCL
+    assert w.comm_busy_ns == 20 * US
+    tl.gpu_ops["name"] = ["a", "b", "c", "d"]
+    [w], _ = analyze_timeline(tl, AnalysisOptions())
+    assert (w.comm_kernels, w.comm_busy_ns) == (0, 0)
+
+
+def test_shared_nccl_trace_has_comm_kernels() -> None:
+    run = analyze_trace(_kineto("nccl_data.json.gz")).run
+    whole = [w for w in run.windows if w.instance is None]
+    assert whole and all(0 < w.comm_kernels <= w.kernels and 0 < w.comm_busy_ns <= w.busy_ns for w in whole)
+    assert run.summaries and all(s.comm_kernels > 0 for s in run.summaries)

@@ -145,12 +145,15 @@ def _ranks_table(run: AnalyzeRun) -> Table:
     for rank in ranks:
         mine = [w for w in run.windows if w.rank == rank]
         verdicts = Counter(w.verdict for w in mine)
+        whole = [w for w in mine if w.instance is None]  # whole-trace windows: each op once
+        busy = sum(w.busy_ns for w in whole)
         body.append(
             [
                 v.integer(rank),
                 v.text(paths.get(rank)),
                 v.text(",".join(str(d) for d in sorted({w.device for w in mine}))),
                 v.integer(len(mine)),
+                v.percent(sum(w.comm_busy_ns for w in whole) / busy if busy else None),
                 _verdicts(dict(verdicts)),
             ]
         )
@@ -161,8 +164,9 @@ def _ranks_table(run: AnalyzeRun) -> Table:
         for s in run.rank_skew
     ]
     note = "skew across ranks (slowest p50 / fastest p50 - 1): " + ("; ".join(skews) if skews else "none shared")
-    columns = ["rank", "file", "devices", "windows", "verdicts"]
-    return Table(title="Ranks", columns=columns, rows=body, align="rllrl", note=note)
+    columns = ["rank", "file", "devices", "windows", "comm\nshare", "verdicts"]
+    note = "comm share: NCCL kernels' busy time over GPU busy (whole trace); " + note
+    return Table(title="Ranks", columns=columns, rows=body, align="rllrrl", note=note)
 
 
 def _source_ranks(run: AnalyzeRun) -> list[int]:

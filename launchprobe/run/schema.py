@@ -595,6 +595,8 @@ class Window(Record, kw_only=True):
     predicted_graph_step_ns: int | None = None  # eager work replayed as one CUDA graph (what_ifs)
     what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
     rank: int | None = None  # several trace files: the file's rank (distributed info, else its position)
+    comm_kernels: int = 0  # communication (NCCL) kernels: "nccl" in the name, any case
+    comm_busy_ns: int = 0  # union of their intervals (summaries: the windows' total)
 
     @property
     def label(self) -> str:
@@ -651,6 +653,8 @@ class Summary(Record, kw_only=True):
     predicted_graph_step_ns: int | None = None  # the typical instance replayed as one CUDA graph
     what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
     rank: int | None = None  # several trace files: the file's rank (distributed info, else its position)
+    comm_kernels: int = 0  # communication (NCCL) kernels: "nccl" in the name, any case
+    comm_busy_ns: int = 0  # union of their intervals (summaries: the windows' total)
 
     @property
     def label(self) -> str:
