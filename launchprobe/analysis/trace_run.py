@@ -39,7 +39,7 @@ from launchprobe.timeline import Timeline
 COUNTER = re.compile(r"(?<=[\s#_:/-])\d+$")  # a trailing instance number after a separator
 SUM_KEYS = (
     "span_ns", "busy_ns", "idle_ns", "idle_host_wait_ns", "idle_short_gap_ns", "idle_other_ns", "idle_no_work_ns",
-    "kernels", "gpu_ops", "launch_calls",
+    "kernels", "gpu_ops", "launch_calls", "comm_kernels", "comm_busy_ns",
 )  # fmt: skip
 OUTLIER_SPAN_RATIO = 3  # an instance whose span is more than 3x the median span is an outlier...
 OUTLIER_MIN_INSTANCES = 3  # ...in a group of at least 3 instances

@@ -29,6 +29,7 @@ from launchprobe.analysis.idle import (
     DeviceOps,
     device_ops,
 )
+from launchprobe.analysis.intervals import clipped_union_ns
 from launchprobe.analysis.no_work import DEFAULT_QUIET_NS, Coverage, intersect, no_work_intervals
 from launchprobe.analysis.trace_verdict import decide, metric_means
 from launchprobe.errors import NoDataError, UsageError
@@ -62,6 +63,9 @@ class AnalysisOptions:
         return WHOLE_PROCESS_STEP.fullmatch(name) is None
 
 
+COMM_NAME = "nccl"  # kernels whose name has it (any case) are communication: comm_kernels, comm_busy_ns
+
+
 @dataclass
 class Prepared:
     """The timeline as flat arrays, GPU ops joined to their launch calls."""
@@ -90,6 +94,13 @@ class Prepared:
     no_work_source: dict[int, str] = field(default_factory=dict)
     _api_by_pid: dict[int, tuple[Ints, Ints, Ints]] = field(default_factory=dict)
     _own: dict[int, DeviceOps] = field(default_factory=dict)
+    _comm_names: npt.NDArray[np.bool_] | None = None
+
+    def comm_names(self) -> npt.NDArray[np.bool_]:
+        """Per op name code: a communication (NCCL) kernel's name (``nccl`` in it, any case)."""
+        if self._comm_names is None or len(self._comm_names) != len(self.op_names):
+            self._comm_names = np.array([COMM_NAME in n.lower() for n in self.op_names], dtype=bool)
+        return self._comm_names
 
     def own_ops(self, window: Window) -> DeviceOps:
         """The window's own ops as a device of their own: the device itself for whole-trace windows, and for range
@@ -540,6 +551,7 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         source_has_metrics=timeline.metrics is not None and len(timeline.metrics) > 0,
     )
     gap_p50, gap_p90, gap_p99 = percentiles(lengths, (50, 90, 99))
+    comm_kernels, comm_busy = _comm_numbers(prep, rows, kinds, ws, we)
     ranged = window.range_start is not None and window.range_end is not None
     return WindowRecord(
         name=window.name,
@@ -554,6 +566,8 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         gpu_ops=len(rows),
         memcpys=int((kinds == 1).sum()),
         memsets=int((kinds == 2).sum()),
+        comm_kernels=comm_kernels,
+        comm_busy_ns=comm_busy,
         **launch,
         busy_ns=busy,
         idle_ns=span - busy,
@@ -590,6 +604,19 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         verdict=verdict.verdict,
         verdict_reason=verdict.reason,
     )
+
+
+def _comm_numbers(prep: Prepared, rows: Ints, kinds: Ints, start: int, end: int) -> tuple[int, int]:
+    """The window's communication kernels (NCCL) and the union of their intervals clipped to the window."""
+    comm = prep.comm_names()
+    if not comm.any() or not len(rows):
+        return 0, 0
+    mask = (kinds == 0) & comm[_take(prep.op_name, rows, prep)]
+    count = int(np.count_nonzero(mask))
+    if not count:
+        return 0, 0
+    picked = rows[mask]
+    return count, clipped_union_ns(prep.op_start[picked], prep.op_end[picked], start, end)
 
 
 def _take(values: npt.NDArray[Any], rows: Ints, prep: Prepared) -> npt.NDArray[Any]:

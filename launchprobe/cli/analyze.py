@@ -106,7 +106,7 @@ def make_options(
 
 
 @click.command(epilog=EPILOG)
-@click.argument("trace", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--remove-sqlite",
     is_flag=True,
@@ -123,7 +123,7 @@ def make_options(
 )
 @analysis_options
 def analyze(
-    trace: Path,
+    traces: tuple[Path, ...],
     remove_sqlite: bool,
     steps: str | None,
     ranges: tuple[str, ...],
@@ -143,31 +143,47 @@ def analyze(
 ) -> None:
     """Analyse an Nsight Systems report (.nsys-rep, through nsys export), its SQLite export, or a PyTorch
     profiler (Kineto) trace (.json, .json.gz): per window and device, GPU busy and idle time, where the idle went
-    (host wait, short gaps, other), launches, gaps, and a verdict with its numbers."""
+    (host wait, short gaps, other), launches, gaps, and a verdict with its numbers. Several files (one per rank):
+    each analysed in its own process, merged into one run with each window's rank and the skew across ranks."""
+    from launchprobe.api import analysis_options as check_options
     from launchprobe.api import analyze_trace
+    from launchprobe.errors import UsageError
 
     check_outputs(output, force, fmt=fmt, table=table, trace_out=trace_out, plot_dir=plot_dir)
-    result = analyze_trace(
-        trace,
-        ranges=ranges,
-        steps=steps,
-        devices=devices,
-        short_gap_ns=short_gap_ns,
-        any_thread=any_thread,
-        same_thread=same_thread,
-        quiet_ns=quiet_ns,
-        nsys=nsys_path,
-        keep_sqlite=not remove_sqlite,
-        force=force,
-    )
+    options: dict[str, Any] = {
+        "ranges": ranges,
+        "steps": steps,
+        "devices": devices,
+        "short_gap_ns": short_gap_ns,
+        "any_thread": any_thread,
+        "same_thread": same_thread,
+        "quiet_ns": quiet_ns,
+        "nsys": nsys_path,
+        "keep_sqlite": not remove_sqlite,
+        "force": force,
+    }
+    if len(traces) > 1:
+        from launchprobe.analysis.ranks import analyze_files
+
+        if trace_out is not None:
+            raise UsageError("--trace-out takes one trace file (it draws that file's timeline)")
+        check_options(
+            ranges=ranges, devices=devices, short_gap_ns=short_gap_ns, any_thread=any_thread,
+            same_thread=same_thread, quiet_ns=quiet_ns,
+        )  # fmt: skip
+        run = analyze_files(traces, options)
+        timeline = None
+    else:
+        result = analyze_trace(traces[0], **options)
+        run, timeline = result.run, result.timeline
     emit_run(
-        result.run,
+        run,
         fmt=fmt,
         output=output,
         force=force,
         plot_dir=plot_dir,
         table=table,
         trace_out=trace_out,
-        timeline=result.timeline,
+        timeline=timeline,
         name_width=name_width,
     )

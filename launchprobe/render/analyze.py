@@ -27,9 +27,17 @@ MOSTLY_NO_WORK = 0.5  # as analysis.trace_verdict: a window idle with no work is
 
 
 def _names(rows: list[Window]) -> list[str]:
-    """Window names, with the instance number where a name repeats (``decode_step #3``)."""
-    counts = Counter(w.name for w in rows)
-    return [f"{w.name} #{w.instance}" if counts[w.name] > 1 and w.instance is not None else w.name for w in rows]
+    """Window names, with the instance number where a name repeats (``decode_step #3``) and the rank of a run of
+    several files (``decode_step #3 [r1]``)."""
+    counts = Counter((w.name, w.rank) for w in rows)
+    names = [
+        f"{w.name} #{w.instance}" if counts[(w.name, w.rank)] > 1 and w.instance is not None else w.name for w in rows
+    ]
+    return [_ranked(name, w.rank) for name, w in zip(names, rows, strict=True)]
+
+
+def _ranked(name: str, rank: int | None) -> str:
+    return name if rank is None else f"{name} [r{rank}]"
 
 
 def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
@@ -41,6 +49,8 @@ def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
     rows, groups = run.windows, run.summaries
     if groups:
         report.blocks.append(_ranges_table(groups))
+    if len(run.ranks) > 1:
+        report.blocks.append(_ranks_table(run))
     shown = rows if len(rows) <= FEW_WINDOWS else sorted(rows, key=lambda w: -w.span_ns)
     shown = shown[: max(FEW_WINDOWS if len(rows) <= FEW_WINDOWS else SLOWEST, 0)]
     names = dict(zip(map(id, rows), _names(rows), strict=True))
@@ -97,7 +107,7 @@ def _typical_verdict(g: Summary) -> str:
 def _ranges_table(groups: list[Summary]) -> Table:
     body = [
         [
-            v.text(g.name),
+            v.text(_ranked(g.name, g.rank)),
             v.text(g.device),
             v.integer(g.instances),
             *(v.fixed(x, 3, 1e-6) for x in (g.span_p50_ns, g.span_p90_ns, g.busy_p50_ns, g.busy_p90_ns)),
@@ -124,6 +134,46 @@ def _ranges_table(groups: list[Summary]) -> Table:
         "first op before the GPU ran it"
     )
     return Table(title="Ranges", columns=columns, rows=body, align="llrrrrrrrrrrrrlr", note=note)
+
+
+def _ranks_table(run: AnalyzeRun) -> Table:
+    """One row per rank (several trace files): its file, devices, windows and their verdicts; then the skew of each
+    summary name across ranks."""
+    ranks = run.ranks
+    paths = {r: s.path for r, s in zip(_source_ranks(run), run.sources, strict=False)}
+    body = []
+    for rank in ranks:
+        mine = [w for w in run.windows if w.rank == rank]
+        verdicts = Counter(w.verdict for w in mine)
+        whole = [w for w in mine if w.instance is None]  # whole-trace windows: each op once
+        busy = sum(w.busy_ns for w in whole)
+        body.append(
+            [
+                v.integer(rank),
+                v.text(paths.get(rank)),
+                v.text(",".join(str(d) for d in sorted({w.device for w in mine}))),
+                v.integer(len(mine)),
+                v.percent(sum(w.comm_busy_ns for w in whole) / busy if busy else None),
+                _verdicts(dict(verdicts)),
+            ]
+        )
+    skews = [
+        f"{s.name}: slowest rank {v.text(s.slowest_rank)}, skew {v.percent(s.skew)} (span p50 ms: "
+        + ", ".join(f"r{r} {v.fixed(ns, 3, 1e-6)}" for r, ns in s.rank_span_p50_ns.items())
+        + ")"
+        for s in run.rank_skew
+    ]
+    note = "skew across ranks (slowest p50 / fastest p50 - 1): " + ("; ".join(skews) if skews else "none shared")
+    columns = ["rank", "file", "devices", "windows", "comm\nshare", "verdicts"]
+    note = "comm share: NCCL kernels' busy time over GPU busy (whole trace); " + note
+    return Table(title="Ranks", columns=columns, rows=body, align="rllrrl", note=note)
+
+
+def _source_ranks(run: AnalyzeRun) -> list[int]:
+    """The rank of each entry of ``run.sources``, in order (as the merge gave them)."""
+    from launchprobe.analysis.ranks import ranks_of_sources
+
+    return ranks_of_sources(run.sources)
 
 
 def _verdict_cell(w: Window) -> str:

@@ -595,10 +595,13 @@ class Window(Record, kw_only=True):
 
     predicted_graph_step_ns: int | None = None  # eager work replayed as one CUDA graph (what_ifs)
     what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
+    rank: int | None = None  # several trace files: the file's rank (distributed info, else its position)
+    comm_kernels: int = 0  # communication (NCCL) kernels: "nccl" in the name, any case
+    comm_busy_ns: int = 0  # union of their intervals (summaries: the windows' total)
 
     @property
     def label(self) -> str:
-        return f"{self.name} (device {self.device})"
+        return _label(self.name, self.device, self.rank)
 
     def share(self, part_ns: int | None) -> float | None:
         """A part of the span as a fraction of it."""
@@ -650,13 +653,29 @@ class Summary(Record, kw_only=True):
 
     predicted_graph_step_ns: int | None = None  # the typical instance replayed as one CUDA graph
     what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
+    rank: int | None = None  # several trace files: the file's rank (distributed info, else its position)
+    comm_kernels: int = 0  # communication (NCCL) kernels: "nccl" in the name, any case
+    comm_busy_ns: int = 0  # union of their intervals (summaries: the windows' total)
 
     @property
     def label(self) -> str:
-        return f"{self.name} (device {self.device})"
+        return _label(self.name, self.device, self.rank)
 
     def share(self, part_ns: int | None) -> float | None:
         return part_ns / self.span_ns if part_ns is not None and self.span_ns else None
+
+
+class RankSkew(Record, kw_only=True):
+    """One summary name across ranks (several trace files): the slowest rank sets the step."""
+
+    name: str
+    rank_span_p50_ns: dict[str, int] = msgspec.field(default_factory=dict)  # rank (as text) -> its span p50
+    slowest_rank: int | None = None
+    skew: float | None = None  # max p50 / min p50 - 1
+
+
+def _label(name: str, device: int, rank: int | None) -> str:
+    return f"{name} (device {device})" if rank is None else f"{name} (rank {rank}, device {device})"
 
 
 class AnalyzeRun(RunHeader, kw_only=True, tag_field="kind", tag="analyze"):
@@ -664,6 +683,13 @@ class AnalyzeRun(RunHeader, kw_only=True, tag_field="kind", tag="analyze"):
     config: AnalyzeConfigRecord = msgspec.field(default_factory=AnalyzeConfigRecord)
     windows: list[Window] = msgspec.field(default_factory=list)
     summaries: list[Summary] = msgspec.field(default_factory=list)
+    sources: list[Source] = msgspec.field(default_factory=list)  # several files: one per file (source: the first)
+    rank_skew: list[RankSkew] = msgspec.field(default_factory=list)
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks of a run merged from several files (empty for one file)."""
+        return sorted({w.rank for w in self.windows if w.rank is not None})
 
     @property
     def kind(self) -> Literal["analyze"]:
