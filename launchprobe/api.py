@@ -165,13 +165,15 @@ def read_trace(path: PathLike, *, nsys: str | None = None, keep_sqlite: bool = T
     return load_trace(Path(path), nsys=nsys, keep_sqlite=keep_sqlite, force=force)
 
 
-def _analyzed(
+def run_of(
     timeline: Timeline,
     options: AnalysisOptions,
     steps: str | None,
     notices: Sequence[str] = (),
     source: dict[str, Any] | None = None,
 ) -> AnalyzeRun:
+    """The analyze run of a Timeline with options already checked: its windows and summaries, then the steps found
+    in it (``steps``: auto | annotations | off; None: the default) — what ``analyze`` and ``nsys`` both do."""
     from launchprobe.analysis.step_run import add_steps, resolve_mode
     from launchprobe.analysis.trace_run import build_run
 
@@ -201,7 +203,7 @@ def analyze_timeline(
         ranges=ranges, devices=devices, short_gap_ns=short_gap_ns, any_thread=any_thread, same_thread=same_thread,
         quiet_ns=quiet_ns,
     )  # fmt: skip
-    return _analyzed(timeline, options, steps, notices, source)
+    return run_of(timeline, options, steps, notices, source)
 
 
 def analyze_trace(
@@ -225,7 +227,7 @@ def analyze_trace(
         quiet_ns=quiet_ns,
     )  # checked before a long export  # fmt: skip
     timeline = read_trace(trace, nsys=nsys, keep_sqlite=keep_sqlite, force=force)
-    return TraceAnalysis(run=_analyzed(timeline, options, steps), timeline=timeline)
+    return TraceAnalysis(run=run_of(timeline, options, steps), timeline=timeline)
 
 
 def analyze(

@@ -63,10 +63,9 @@ def profile_and_analyze(
 
 
 def analyse(result: ProfileResult, options: ProfileOptions, analysis: Any) -> TraceAnalysis:
-    """The run of what nsys collected, saved next to the report (``build_run`` and ``save_run``), with its
-    Timeline."""
-    from launchprobe.analysis.trace_run import build_run
-    from launchprobe.api import TraceAnalysis
+    """The run of what nsys collected, analysed as ``launchprobe analyze`` would (steps found where no --range is
+    given) and saved next to the report, with its Timeline."""
+    from launchprobe.api import TraceAnalysis, run_of
     from launchprobe.run.files import save_run
 
     notices = []
@@ -75,7 +74,7 @@ def analyse(result: ProfileResult, options: ProfileOptions, analysis: Any) -> Tr
     elif result.failure is not None:
         notices.append(f"{result.failure}: this is what was collected")
     timeline = read_profile(result, options)
-    run = build_run(timeline, analysis, extra_notices=notices, extra_source={"nsys_command": result.argv})
+    run = run_of(timeline, analysis, None, notices, {"nsys_command": result.argv})
     save_run(run, options.run_file, force=options.force)
     return TraceAnalysis(run=run, timeline=timeline)
 

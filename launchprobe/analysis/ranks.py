@@ -77,6 +77,10 @@ def merge_runs(runs: Sequence[AnalyzeRun]) -> AnalyzeRun:
             s.rank = rank
             summaries.append(s)
         notices += [f"rank {rank}: {text}" for text in run.notices]
+    for run in runs:  # each file's whole-trace windows hold each of its ops once
+        whole = [w for w in run.windows if w.instance is None]
+        busy = sum(w.busy_ns for w in whole)
+        run.source.comm_busy_fraction = sum(w.comm_busy_ns for w in whole) / busy if busy else None
     environment = first.environment
     gpus = {g for run in runs for g in (run.environment.gpu or "").split(", ") if g}
     environment.gpu = ", ".join(sorted(gpus)) or None

@@ -140,20 +140,19 @@ def _ranks_table(run: AnalyzeRun) -> Table:
     """One row per rank (several trace files): its file, devices, windows and their verdicts; then the skew of each
     summary name across ranks."""
     ranks = run.ranks
-    paths = {r: s.path for r, s in zip(_source_ranks(run), run.sources, strict=False)}
+    sources = dict(zip(_source_ranks(run), run.sources, strict=False))
     body = []
     for rank in ranks:
         mine = [w for w in run.windows if w.rank == rank]
         verdicts = Counter(w.verdict for w in mine)
-        whole = [w for w in mine if w.instance is None]  # whole-trace windows: each op once
-        busy = sum(w.busy_ns for w in whole)
+        source = sources.get(rank)
         body.append(
             [
                 v.integer(rank),
-                v.text(paths.get(rank)),
+                v.text(source.path if source else None),
                 v.text(",".join(str(d) for d in sorted({w.device for w in mine}))),
                 v.integer(len(mine)),
-                v.percent(sum(w.comm_busy_ns for w in whole) / busy if busy else None),
+                v.percent(source.comm_busy_fraction if source else None),
                 _verdicts(dict(verdicts)),
             ]
         )

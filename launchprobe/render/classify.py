@@ -447,7 +447,7 @@ def timeline_strips(passes: list[tuple[ClassifyResult, KernelPass]]) -> Strips |
     scale = max(span for _, _, _, span in spans)
     strips = []
     for r, kp, busy, span in spans:
-        busy_ns = sum(end - start for start, end in busy)
+        busy_ns = kp.busy_total_ns
         strips.append(
             Strip(
                 label=v.text(r.mode),

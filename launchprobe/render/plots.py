@@ -86,6 +86,7 @@ def plot_timeline(run: ClassifyRun, batch: int) -> Plot | None:
                 "mode": r.mode,
                 "busy_ms": [(start / 1e6, (end - start) / 1e6) for start, end in kp.busy_intervals],
                 "step_ms": kp.step_span_ns / 1e6,
+                "busy_total_ms": kp.busy_total_ns / 1e6,
                 "clean_step_ms": v.number(kp.clean_step_ms),
             }
         )
@@ -95,8 +96,7 @@ def plot_timeline(run: ClassifyRun, batch: int) -> Plot | None:
     for y, row in enumerate(reversed(rows)):
         ax.broken_barh([(0, row["step_ms"])], (y - 0.35, 0.7), facecolors=IDLE_COLOR)
         ax.broken_barh(row["busy_ms"], (y - 0.35, 0.7), facecolors=MODE_COLORS.get(row["mode"], "#1f77b4"))
-        busy = sum(d for _, d in row["busy_ms"])
-        text = f" {row['step_ms']:.2f} ms, {busy / row['step_ms']:.0%} busy"
+        text = f" {row['step_ms']:.2f} ms, {row['busy_total_ms'] / row['step_ms']:.0%} busy"
         if row["clean_step_ms"]:
             text += f" (clean {row['clean_step_ms']:.2f} ms)"
         ax.text(row["step_ms"], y, text, va="center", fontsize=9)

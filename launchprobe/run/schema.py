@@ -293,6 +293,13 @@ class KernelPass(Record, kw_only=True):
         return union_intervals([(k.start_ns, k.end_ns) for k in self.kernels])
 
     @property
+    def busy_total_ns(self) -> int:
+        """The pictured step's busy time: the producer's ``busy_ns``, or (older files) the union of its kernels."""
+        if self.busy_ns is not None:
+            return self.busy_ns
+        return sum(end - start for start, end in self.busy_intervals)
+
+    @property
     def step_span_ns(self) -> int:
         """The pictured step's length: the stitched step, else the instrumented step time, or the last kernel's
         end if that is later."""
@@ -470,6 +477,7 @@ class Source(Record, kw_only=True):
     world_size: int | None = None
     nsys_command: list[str] | None = None
     time_origin_ns: int | None = None  # the trace's first GPU op: tables show times from it
+    comm_busy_fraction: float | None = None  # several files: this file's NCCL kernels' busy over its GPU busy
 
 
 class AnalyzeConfigRecord(Record, kw_only=True):
