@@ -224,7 +224,7 @@ def line(cell: dict[str, Any]) -> str:
     if cell["status"] != "ok":
         return f"{head} {cell['status']}"
     return (
-        f"{head} clean {cell['clean_ms']:.3f} ms, k={cell['stride']}, overhead {pct(cell['overhead'])} "
+        f"{head} clean {cell['clean_ms']:.3f} ms, m={cell['stride']}, overhead {pct(cell['overhead'])} "
         f"(max variant {pct(cell['overhead_max_variant'])}), gap total {num(cell.get('stitched_gap_total_us'))} vs "
         f"idle {num(cell.get('clean_idle_us'))} us: {yes(cell.get('gap_total_agrees'))}, op gaps "
         f"{cell.get('op_classes_agree', '-')}/{cell.get('op_classes', '-')}, CUPTI step "
@@ -235,7 +235,7 @@ def line(cell: dict[str, Any]) -> str:
 
 def table(cells: list[dict[str, Any]]) -> str:
     header = (
-        f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'k':>4} {'overhead':>9} {'<=2%':>5} "
+        f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'m':>4} {'overhead':>9} {'<=2%':>5} "
         f"{'gap tot us':>10} {'idle us':>9} {'diff us':>8} {'tol us':>7} {'ok':>3} {'busy':>6} {'CUPTI':>7} "
         f"{'trust':>5} {'op gaps':>7} {'worst op':>22} {'verdict':>8}"
     )

@@ -611,15 +611,16 @@ class _Measurer:
         if config.kernels and config.cuda:
             costs = self.kernel_pass_state["costs"]
             how = (
-                "one end event after every k-th op per step, the offset rotating step to step, k chosen so the step "
-                "stays within 2% of clean; the picture stitched from all sampled steps"
+                "end events in pairs a few ops apart, a few pairs per step, the offset rotating step to step, the "
+                "spacing chosen so the step stays within 2% of clean; each gap measured inside one step, the "
+                "picture stitched from all sampled steps"
                 if config.kernel_density == "sampled"
                 else "dense: an end event after every op, so the picture is the instrumented step (perturbing)"
             )
             self.notice(
                 f"per-kernel pass: {how}; an event record costs {costs.host_record_ns / 1e3:.2f} us of host time, an "
-                f"event node {costs.node_ns / 1e3:.2f} us of GPU time; durations from a graph with an event pair "
-                f"around every op, less the {costs.pair_offset_ns / 1e3:.2f} us a pair adds (docs/gaps.md)"
+                f"event node {costs.node_ns / 1e3:.2f} us of GPU time; op durations from CUPTI's kernels of clean "
+                "steps where CUPTI is free, else from an events graph (durations_source says which; docs/gaps.md)"
             )
         if not config.cuda:
             self.notice("CPU path: step times are wall-clock; kernels and GPU idle are not observable")
@@ -643,10 +644,14 @@ def run_kernel_pass(
     if "costs" not in state:
         state["costs"] = kernel_pass.measure_event_costs()
     durations = state.setdefault("durations", {})
-    if bucket not in durations:
-        durations[bucket] = kernel_pass.graph_durations(
-            bucket, model.step(bucket), config.kernel_repeats, state["costs"].pair_offset_ns
-        )
+
+    def fallback_durations() -> list[int]:  # only where CUPTI's durations cannot be had; once per bucket
+        if bucket not in durations:
+            durations[bucket] = kernel_pass.graph_durations(
+                bucket, model.step(bucket), config.kernel_repeats, state["costs"].pair_offset_ns
+            )
+        return list(durations[bucket])
+
     counts = state.setdefault("counts", {})
     if bucket not in counts:
         try:
@@ -660,7 +665,7 @@ def run_kernel_pass(
         clean=runner,
         clean_step_ms=clean_step_ms,
         costs=state["costs"],
-        durations_ns=durations[bucket],
+        fallback_durations=fallback_durations,
         counts=counts[bucket],
         density=config.kernel_density,
         repeats=config.kernel_repeats,

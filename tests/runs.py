@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from launchprobe.analysis.sampled import pairing_note
+from launchprobe.analysis.sampled import pair_plan, pairing_note
 from launchprobe.analysis.verdict import RULE
 from launchprobe.run.schema import (
     AnalyzeConfigRecord,
@@ -145,7 +145,7 @@ def measured_fields(record: ClassifyResult, step_samples: list[float], busy_ms: 
     }
 
 
-STRIDE = {"eager": 68, "piecewise": 34, "full": 13}
+STRIDE = {"eager": 135, "piecewise": 68, "full": 26}  # spacing m: anchors per variant m ops apart
 
 
 def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
@@ -205,14 +205,13 @@ def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
         density="sampled", picture="stitched", perturbing=False, stitched=True,
         clean_step_ms=clean, instrumented_step_ms=clean * 1.006, overhead_fraction=0.006,
         overhead_budget_fraction=0.02, overhead_within_budget=True, variant_overhead_max_fraction=0.011,
-        predicted_overhead_fraction=0.009, stride=stride, variants=stride + 1, cycles=5,
-        sampled_steps=5 * (stride + 1),
+        predicted_overhead_fraction=0.009, stride=stride, variants=4 + 2 * stride, cycles=5,
+        sampled_steps=5 * (4 + 2 * stride),
         stride_probes=[StrideProbe(stride=stride, overhead_fraction=0.011)],
-        pairing=pairing_note(stride, 323, mode == "piecewise"),
+        pairing=pairing_note(pair_plan(323, stride)),
         event_cost_ns=4_200.0, event_node_ns=1_900.0, events_per_op=1,
         sequence_check=(
-            f"same kernel sequence (323 kernels) in 8 clean steps and in {min(16, stride + 1)} of {stride + 1} "
-            "variants (CUPTI)"
+            f"same kernel sequence (323 kernels) in 8 clean steps and in 16 of {4 + 2 * stride} variants (CUPTI)"
         ),
         position_noise_ns=900.0 if mode == "eager" else 120.0,
         step_ns=step_ns, busy_ns=busy, idle_ns=step_ns - busy, span_ns=kernels[-1].end_ns - kernels[0].start_ns,

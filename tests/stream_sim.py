@@ -4,7 +4,9 @@ Eager: the host spends ``launch_ns[i]`` per op, then the kernel runs at max(GPU 
 ``duration_ns[i]``. An event record costs the host ``record_ns`` and the GPU ``event_gpu_ns`` once the stream
 reaches it (it fires then). At most ``queue_depth`` items may be pending: the host blocks on a full queue. Graph:
 one replay call of ``replay_ns`` host time submits every node; nodes run back to back ``node_gap_ns`` apart, an
-event node costing ``event_node_ns`` of GPU time. Every step starts with the clean timing's boundary event.
+event node costing ``event_node_ns`` of GPU time; with ``overlap_ns`` (programmatic dependent launch) kernel
+node i starts ``overlap_ns[i]`` earlier than it otherwise would, unless an event node sits before it: an event's
+cost then depends on the kernel after it, as on the GPU. Every step starts with the clean timing's boundary event.
 Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
 and CUPTI would report.
 """
@@ -30,6 +32,7 @@ class Stream:
     queue_depth: int = 1_000
     replay_ns: int = 6_000
     node_gap_ns: int = 1_000
+    overlap_ns: list[int] = field(default_factory=list)
     jitter_ns: int = 0
     seed: int = 0
     host: float = 0.0
@@ -72,6 +75,9 @@ class Stream:
                 if i in marks:
                     ends[i], _ = self._run(earliest, self.event_node_ns)
                     earliest = self.gpu + self.node_gap_ns
+                elif i + 1 < len(self.overlap_ns):  # the next kernel may start before this one ends
+                    self.gpu -= self.overlap_ns[i + 1]
+                    earliest -= self.overlap_ns[i + 1]
             return boundary, ends, kernels
         for i, (duration, launch) in enumerate(zip(self.duration_ns, self.launch_ns)):
             submit = self._host(launch)

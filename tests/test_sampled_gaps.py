@@ -21,12 +21,12 @@ from launchprobe.analysis.sampled import (
     counts_from_clusters,
     cupti_reference,
     cycles_for,
+    dense_plan,
     first_difference,
     group_ops,
-    initial_stride,
+    initial_spacing,
     instrumented_rows,
-    pair_sources,
-    sampling_plan,
+    pair_plan,
     sequence_problem,
     sound_corrections,
     split_steps,
@@ -42,22 +42,23 @@ def timings(n: int, host: bool = True) -> list[OpTiming]:
 # --- rotation -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("n", "k"), [(10, 1), (10, 2), (10, 3), (11, 4), (7, 7), (5, 9), (323, 13)])
-def test_plan_covers_every_op_and_pairs_see_equal_events(n: int, k: int) -> None:
-    plan = sampling_plan(n, k)
-    assert sorted(i for v in plan[: min(k, n)] for i in v) == list(range(n))  # the k residues partition the ops
-    assert len(plan) == (min(k, n) + 1 if k > 1 else 1)
-    pairs = pair_sources(n, k)
-    assert len(pairs) == n  # the last one: the next step's boundary standing as op n
-    for i, (mine, previous) in enumerate(pairs, start=1):
-        assert (i in plan[mine] or i == n) and i - 1 in plan[previous]
-        before_i = sorted(i - j for j in plan[mine] if j < i)  # distances of the events ahead of each end
-        before_prev = sorted(i - 1 - j for j in plan[previous] if j < i - 1)
-        if k > 1:
-            assert before_i == before_prev, (i, mine, previous)
-            assert not any(i - 1 == j for j in plan[mine])  # no event between op i-1 and op i
-        else:
-            assert i - 1 in plan[mine]  # dense: the event after op i-1 sits in the gap
+@pytest.mark.parametrize(("n", "m"), [(3, 4), (10, 4), (11, 5), (12, 7), (40, 38), (323, 28), (323, 400)])
+def test_pair_plan_measures_every_gap_inside_one_step(n: int, m: int) -> None:
+    plan = pair_plan(n, m)
+    assert plan.spacing == max(4, min(m, n - 2))
+    assert plan.roles[0] == "plain" and plan.variants[0] == []
+    assert {tuple(plan.variants[plan.index("solo", op)]) for op in (0, 1, n - 1)} == {(0,), (1,), (n - 1,)}
+    for i in range(2, n):  # the gap before op i: anchor i-2 in one skip and one adjacent variant
+        skip = plan.variants[plan.index("skip", (i - 2) % plan.spacing)]
+        adjacent = plan.variants[plan.index("adjacent", (i - 2) % plan.spacing)]
+        assert {i - 2, i} <= set(skip) and i - 1 not in skip  # no event in the measured gap
+        assert {i - 2, i - 1} <= set(adjacent) and i not in adjacent
+    for ops, role in zip(plan.variants, plan.roles):
+        if role in ("skip", "adjacent"):
+            anchors = ops[0::2]
+            assert all(b - a == plan.spacing for a, b in zip(anchors, anchors[1:]))  # pairs never touch
+            assert all(t - j == (2 if role == "skip" else 1) for j, t in zip(ops[0::2], ops[1::2]))
+    assert dense_plan(n).variants == [list(range(n))]
 
 
 def test_variant_order_rotates() -> None:
@@ -68,9 +69,11 @@ def test_variant_order_rotates() -> None:
 
 def test_plan_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
-        sampling_plan(0, 2)
+        pair_plan(0, 4)
     with pytest.raises(ValueError):
-        sampling_plan(3, 0)
+        pair_plan(3, 0)
+    with pytest.raises(ValueError):
+        dense_plan(0)
 
 
 # --- stitching on simulated streams -----------------------------------------------------------------------------
@@ -87,12 +90,13 @@ def _stitched_vs_clean(stream_kwargs: dict, n: int, k: int, cycles: int = 3) -> 
     lengths, kernels = clean_steps(clean, 6)
     truth = clean_gaps(kernels)
     sampled = Stream(duration_ns=durations, launch_ns=[8_000] * n, **stream_kwargs)
-    steps, _ = run_sampled(sampled, sampling_plan(n, k), cycles)
-    result = stitch(timings(n), steps, k, durations)
+    plan = pair_plan(n, k)
+    steps, _ = run_sampled(sampled, plan.variants, cycles)
+    result = stitch(timings(n), steps, plan, durations)
     return [r["gap_before_ns"] for r in result.rows], truth, statistics.median(lengths)
 
 
-@pytest.mark.parametrize("k", [2, 3, 7, 40])
+@pytest.mark.parametrize("k", [4, 7, 38])
 def test_launch_bound_eager_stitches_to_the_clean_gaps(k: int) -> None:
     # kernels of 2 us behind 8 us launches: the GPU waits on the host before every op, every event record
     # delays everything after it. The paired ends see the same delay: the gaps come out exactly.
@@ -102,8 +106,9 @@ def test_launch_bound_eager_stitches_to_the_clean_gaps(k: int) -> None:
     clean = Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw)
     _, kernels = clean_steps(clean, 4)
     truth = clean_gaps(kernels)
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, k), 2)
-    rows = stitch(timings(n), steps, k, durations).rows
+    plan = pair_plan(n, k)
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 2)
+    rows = stitch(timings(n), steps, plan, durations).rows
     assert [r["gap_before_ns"] for r in rows[1:]] == pytest.approx(truth[1:], abs=1)
     # between steps the tail carries the event after the last op, and nothing else
     assert rows[0]["gap_before_ns"] == pytest.approx(truth[0], abs=1)
@@ -120,24 +125,37 @@ def test_gpu_bound_eager_and_full_graph_stitch_to_the_clean_gaps() -> None:
     assert gaps[0] == pytest.approx(truth[0], abs=1)
 
 
+def test_graph_with_pdl_overlaps_stitches_to_the_clean_gaps() -> None:
+    # programmatic dependent launch: every other kernel starts 1.5 us before its predecessor ends, unless an event
+    # node sits before it, so an event costs more after some ops than after others. Events ahead of the two ends
+    # being compared (the scheme before the pairs) carry that difference; pairs anchored in one step do not.
+    n = 53
+    overlaps = [1_500 * (i % 2) for i in range(n)]
+    gaps, truth, _ = _stitched_vs_clean({"graph": True, "overlap_ns": overlaps}, n, 5)
+    assert min(truth[1:]) < 0  # the clean step overlaps
+    assert gaps[1:] == pytest.approx(truth[1:], abs=1)
+    assert gaps[0] == pytest.approx(truth[0], abs=1)
+
+
 def test_dense_events_perturb_and_the_stitched_total_matches_clean_idle() -> None:
     n, durations = 40, [2_000] * 40
     kw = {"record_ns": 5_000, "queue_depth": 10_000}
     lengths, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 4)
     truth = clean_gaps(kernels)
-    dense_steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, 1), 3)
+    dense_steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), dense_plan(n).variants, 3)
     dense = instrumented_rows(timings(n), dense_steps, durations)
     # every gap carries the event record after the previous op: +5 us on an 8 us launch
     assert statistics.median(r["gap_before_ns"] for r in dense.rows[1:]) == pytest.approx(
         statistics.median(truth[1:]) + 5_000, abs=1
     )
     assert dense.instrumented_step_ns > 1.5 * statistics.median(lengths)
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, 20), 3)
-    sampled = stitch(timings(n), steps, 20, durations)
+    plan = pair_plan(n, 38)  # one pair per variant: two events per step
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3)
+    sampled = stitch(timings(n), steps, plan, durations)
     clean_idle = statistics.median(lengths) - sum(durations)
     assert sampled.idle_ns == pytest.approx(clean_idle, abs=1)
     assert sampled.busy_ns == sum(durations)
-    assert sampled.sampled_steps == 3 * len(sampling_plan(n, 20))
+    assert sampled.sampled_steps == 3 * len(plan.variants)
     assert sampled.instrumented_step_ns / statistics.median(lengths) - 1 < 0.05
 
 
@@ -148,8 +166,9 @@ def test_mixed_regime_with_jitter_stays_close() -> None:
     kw = {"record_ns": 5_000, "queue_depth": 6, "jitter_ns": 1_000, "seed": 3}
     _, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 20)
     per_op = [statistics.median(clean_gaps(kernels[: j + 2])[i] for j in range(19)) for i in range(n)]
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), sampling_plan(n, 6), 9)
-    rows = stitch(timings(n), steps, 6, durations).rows
+    plan = pair_plan(n, 6)
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 9)
+    rows = stitch(timings(n), steps, plan, durations).rows
     errors = [abs(r["gap_before_ns"] - t) for r, t in zip(rows[1:], per_op[1:])]
     assert statistics.median(errors) < 1_000
     total = sum(r["gap_before_ns"] for r in rows[1:])
@@ -159,8 +178,9 @@ def test_mixed_regime_with_jitter_stays_close() -> None:
 def test_stitched_rows_chain_into_one_step() -> None:
     n, k = 23, 4
     durations = _durations(n)
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, graph=True), sampling_plan(n, k), 2)
-    s = stitch(timings(n, host=False), steps, k, durations)
+    plan = pair_plan(n, k)
+    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, graph=True), plan.variants, 2)
+    s = stitch(timings(n, host=False), steps, plan, durations)
     rows = s.rows
     assert [r["index"] for r in rows] == list(range(n))
     for prev, row in zip(rows, rows[1:]):
@@ -168,7 +188,7 @@ def test_stitched_rows_chain_into_one_step() -> None:
         assert row["end_ns"] - row["start_ns"] == row["duration_ns"]
     assert s.step_ns == sum(durations) + sum(r["gap_before_ns"] for r in rows)
     assert s.idle_ns == s.step_ns - s.busy_ns
-    assert set(s.variant_step_ns) == set(range(k + 1))
+    assert set(s.variant_step_ns) == set(range(len(plan.variants)))
 
 
 # --- refusal ------------------------------------------------------------------------------------------------
@@ -190,34 +210,37 @@ def test_refuses_when_the_kernel_sequence_changes() -> None:
 
 def test_refuses_missing_variants_and_foreign_steps() -> None:
     ops, durations = timings(6), [1_000] * 6
-    plan = sampling_plan(6, 3)
-    steps = [SampledStep(v, 50_000, {i: 5_000 * (i + 1) for i in plan[v]}) for v in (0, 1, 2)]  # no variant 3
-    with pytest.raises(StitchRefused, match="variant"):
-        stitch(ops, steps, 3, durations)
-    bad = [*steps, SampledStep(3, 50_000, {0: 1})]
+    plan = pair_plan(6, 4)
+    last = len(plan.variants) - 1
+    steps = [SampledStep(v, 50_000, {i: 5_000 * (i + 1) for i in plan.variants[v]}) for v in range(last)]
+    with pytest.raises(StitchRefused, match="variant"):  # the last variant never ran
+        stitch(ops, steps, plan, durations)
+    bad = [*steps, SampledStep(last, 50_000, {0: 1})]
     with pytest.raises(StitchRefused, match="not the ops of its plan"):
-        stitch(ops, bad, 3, durations)
+        stitch(ops, bad, plan, durations)
     with pytest.raises(StitchRefused):
-        stitch(ops, [], 3, durations)
+        stitch(ops, [], plan, durations)
     with pytest.raises(StitchRefused):
-        stitch(ops, steps, 3, [1])
+        stitch(ops, steps, plan, [1])
+    with pytest.raises(StitchRefused, match="a plan for 7 ops"):
+        stitch(ops, steps, pair_plan(7, 4), durations)
 
 
 # --- choosing k -----------------------------------------------------------------------------------------------
 
 
-def test_initial_stride_from_the_measured_event_cost() -> None:
-    # 323 host-launched ops, 10 us per record, a 4.8 ms step: 1% is 48 us, so at most 4.8 events: k = 68
-    assert initial_stride([10_000.0] * 323, 4.8e6) == 68
-    assert initial_stride([1_900.0] * 323, 4.8e6) == 13  # event nodes in a graph
-    assert initial_stride([0.0] * 10, 1e6) == 2
-    assert initial_stride([1e9] * 10, 1e6) == 10
-    assert initial_stride([1.0], 1e6) == 1
+def test_initial_spacing_from_the_measured_event_cost() -> None:
+    # 323 host-launched ops, 10 us per record, a 4.8 ms step: 1% is 48 us, so at most 4.8 events, 2 per anchor
+    assert initial_spacing([10_000.0] * 323, 4.8e6) == 135
+    assert initial_spacing([1_900.0] * 323, 4.8e6) == 26  # event nodes in a graph
+    assert initial_spacing([0.0] * 10, 1e6) == 4
+    assert initial_spacing([1e9] * 10, 1e6) == 8  # n - 2: one pair per variant
+    assert initial_spacing([1.0], 1e6) == 4
 
 
 def test_choose_stride_widens_until_within_budget() -> None:
     cost = 10_000 * 323 / 4.8e6  # overhead if every op were sampled, host-bound
-    choice = choose_stride(323, 10, lambda k: cost / k, search_down=False)
+    choice = choose_stride(321, 10, lambda k: cost / k, search_down=False)
     assert choice.within_budget and choice.overhead_fraction <= 0.02
     assert [k for k, _ in choice.probes][0] == 10 and choice.stride > 10
     assert all(o > 0.02 for k, o in choice.probes if k < choice.stride)
@@ -225,15 +248,16 @@ def test_choose_stride_widens_until_within_budget() -> None:
 
 def test_choose_stride_searches_down_when_the_host_absorbs_events() -> None:
     # an eager host far ahead of the GPU: events cost nothing until k < 8
-    choice = choose_stride(323, 68, lambda k: 0.001 if k >= 8 else 0.05)
+    choice = choose_stride(321, 68, lambda k: 0.001 if k >= 8 else 0.05, lowest=2)
     assert choice.stride == 8 and choice.within_budget
     assert [k for k, _ in choice.probes] == [68, 34, 17, 8, 4]
+    assert [k for k, _ in choose_stride(321, 68, lambda k: 0.001).probes] == [68, 34, 17, 8, 4]  # never below 4
 
 
 def test_choose_stride_reports_when_even_one_event_is_too_much() -> None:
     choice = choose_stride(50, 40, lambda k: 0.03)
     assert choice.stride == 50 and not choice.within_budget and choice.overhead_fraction == 0.03
-    assert choose_stride(1, 5, lambda k: 1.0).stride == 1
+    assert choose_stride(4, 5, lambda k: 1.0).stride == 4
 
 
 def test_cycles_fit_the_time_budget() -> None:

@@ -4,8 +4,10 @@ The GPU-specific part is thin: build the step's instrumented variants (an end ev
 variant's plan: host-recorded for host-launched ops, ``external`` event nodes inside freshly captured graphs),
 run them in rotation back to back, read the event times, and run clean steps and variants under CUPTI. Which ops
 go in which variant, the stitching, the choice of k and the checks are pure functions in analysis/sampled.py.
-Op durations come from a separate pass: the whole step as one graph with an event pair around every op
-(``graph_durations``). docs/gaps.md has the method and its limits.
+Op durations come from CUPTI's kernels of clean steps, grouped into ops by a counting pass (a kernel's time does
+not depend on the host, and CUPTI adds nothing to it); only where that cannot be had (CUPTI held by nsys, kernels
+not grouped) from a separate pass, the whole step as one graph with an event pair around every op
+(``graph_durations``), labelled so. docs/gaps.md has the method and its limits.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from launchprobe.analysis import sampled
 from launchprobe.analysis.kernel_gaps import OpTiming, gap_distribution
 from launchprobe.measure.cupti import cuda_intervals
 from launchprobe.measure.markers import Markers
+from launchprobe.measure.timing import pinned_host
 from launchprobe.workload.model import Op
 from launchprobe.workload.modes import Segment, StepRunner, split_segments
 
@@ -32,9 +35,8 @@ LEAD_IN = 2  # clean steps before each cycle of variants, so the launch queue is
 REFERENCE_WARM, REFERENCE_STEPS = 2, 8  # clean steps under CUPTI: dropped, then used
 SEQUENCE_VARIANTS = 16  # variants whose kernel sequence is checked under CUPTI (evenly spread when more)
 COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
-SAMPLING_TIME_S = 1.5  # device time for the sampled cycles of one (mode, batch)
+SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch)
 PROBE_TIME_S = 0.15  # per timed block of a stride probe
-EXACT_TIME_S = 3.0  # mixed modes (piecewise) take k = n, one event per step, when its cycles fit this
 
 
 @dataclass
@@ -247,22 +249,27 @@ def interleaved(a: Callable[[], Any], b: Callable[[], Any], step_ms: float, roun
     return statistics.median(times_a), statistics.median(times_b)
 
 
-def run_cycles(variants: Variants, clean: StepRunner, cycles: int) -> list[sampled.SampledStep]:
-    """Cycles of: lead-in clean steps, then every variant once (rotated), back to back; sync and read."""
+def run_cycles(variants: Variants, clean: StepRunner, cycles: int) -> tuple[list[sampled.SampledStep], list[int]]:
+    """Cycles of: lead-in clean steps, then every variant once (rotated), back to back; sync and read. Returns the
+    sampled steps and, per cycle, the last lead-in clean step's length: the clean step timed beside them."""
     import torch
 
-    out = []
+    out, clean_ns = [], []
     n = len(variants)
     for cycle in range(cycles):
         order = sampled.variant_order(n, cycle)
         bounds = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-        for _ in range(LEAD_IN):
+        lead = torch.cuda.Event(enable_timing=True)
+        for _ in range(LEAD_IN - 1):
             clean.run()
+        lead.record()
+        clean.run()
         for j, variant in enumerate(order):
             bounds[j].record()
             variants.runners[variant].run()
         bounds[n].record()
         torch.cuda.synchronize()
+        clean_ns.append(round(lead.elapsed_time(bounds[0]) * 1e6))
         for j, variant in enumerate(order):
             out.append(
                 sampled.SampledStep(
@@ -271,7 +278,7 @@ def run_cycles(variants: Variants, clean: StepRunner, cycles: int) -> list[sampl
                     ends=variants.read(variant, bounds[j]),
                 )
             )
-    return out
+    return out, clean_ns
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -352,7 +359,7 @@ def kernel_pass(
     clean: StepRunner,
     clean_step_ms: float,
     costs: EventCosts,
-    durations_ns: list[int],
+    fallback_durations: Callable[[], list[int]],
     counts: tuple[list[int], list[str]] | str | None,
     density: str = "sampled",
     repeats: int = 5,
@@ -361,16 +368,43 @@ def kernel_pass(
 ) -> KernelPass:
     """Measure one (mode, bucket) op by op against its clean runner ``clean``.
 
-    ``durations_ns`` come from ``graph_durations`` of the same bucket; ``counts`` from ``kernel_counts`` (or a
-    string saying why there are none). ``clean_step_ms`` is the clean pass's time, used until this pass has
-    re-timed the clean step beside its own steps."""
+    Durations are CUPTI's of clean steps where its kernels group into ops by ``counts`` (from ``kernel_counts``,
+    or a string saying why there are none); otherwise ``fallback_durations()`` (``graph_durations`` of the
+    bucket). ``clean_step_ms`` is the clean pass's time, used until this pass has re-timed the clean step beside
+    its own steps. The host thread stays on one core throughout (``pinned_host``)."""
     import msgspec
-    import torch
 
     from launchprobe.run.schema import KernelPass
 
     if density not in ("sampled", "dense"):
         raise ValueError(f"unknown kernel-pass density {density!r}")
+    with pinned_host() as cpu:
+        result = _kernel_pass(
+            mode, bucket, ops, clean=clean, clean_step_ms=clean_step_ms, costs=costs,
+            fallback_durations=fallback_durations, counts=counts, density=density, repeats=repeats,
+            markers=markers, cupti=cupti,
+        )  # fmt: skip
+    result["host_cpu"] = cpu
+    return msgspec.convert(_plain(result), KernelPass)
+
+
+def _kernel_pass(
+    mode: str,
+    bucket: int,
+    ops: Sequence[Op],
+    *,
+    clean: StepRunner,
+    clean_step_ms: float,
+    costs: EventCosts,
+    fallback_durations: Callable[[], list[int]],
+    counts: tuple[list[int], list[str]] | str | None,
+    density: str,
+    repeats: int,
+    markers: Markers | None,
+    cupti: bool,
+) -> dict[str, Any]:
+    import torch
+
     timings, segment_of = op_layout(mode, ops)
     n = len(ops)
     pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
@@ -388,55 +422,67 @@ def kernel_pass(
     }
     clean_samples: list[float] = []
 
-    def overhead_at(stride: int) -> float:
-        densest = Variants(clean, ops, sampled.sampling_plan(n, stride)[:1], pool, markers)
+    def overhead_at(spacing: int) -> float:
+        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing).densest], pool, markers)
         variant_ms, clean_ms = interleaved(densest.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
         return variant_ms / clean_ms - 1.0
 
-    mixed = len({t.host_launched for t in timings}) > 1
     if density == "sampled":
-        start = sampled.initial_stride(per_op_cost, clean_step_ms * 1e6)
+        start = sampled.initial_spacing(per_op_cost, clean_step_ms * 1e6)
         choice = sampled.choose_stride(
-            n, start, overhead_at, search_down=any(t.host_launched for t in timings)
+            max(sampled.MIN_SPACING, n - 2), start, overhead_at, search_down=any(t.host_launched for t in timings)
         )  # fmt: skip
-        stride = choice.stride
-        if mixed and (n + 1 + LEAD_IN) * clean_step_ms * 1e6 * repeats <= EXACT_TIME_S * 1e9:
-            stride = n  # one event per step: nothing ahead of any measured end, whatever the events cost
+        plan = sampled.pair_plan(n, choice.stride)
         result["stride_probes"] = [{"stride": k, "overhead_fraction": o} for k, o in choice.probes]
-        result["pairing"] = sampled.pairing_note(stride, n, mixed)
     else:
-        stride = 1
-        result["pairing"] = "dense: every op timed in one step; the event after op i-1 sits in the gap before op i"
-    plan = sampled.sampling_plan(n, stride)
-    variants = Variants(clean, ops, plan, pool, markers)
+        plan = sampled.dense_plan(n)
+    stride = plan.spacing
+    result["pairing"] = sampled.pairing_note(plan)
+    variants = Variants(clean, ops, plan.variants, pool, markers)
     if density == "dense":
         variant_ms, clean_ms = interleaved(variants.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
     clean_ms = statistics.median(clean_samples) if clean_samples else clean_step_ms
     clean_ns = clean_ms * 1e6
     cycles = (
-        sampled.cycles_for(len(plan), clean_ns, SAMPLING_TIME_S * 1e9, minimum=repeats)
-        if density == "sampled"
-        else repeats
+        repeats
+        if density == "dense"
+        else sampled.cycles_for(len(plan.variants), clean_ns, SAMPLING_TIME_S * 1e9, minimum=repeats, maximum=40)
     )
-    steps = run_cycles(variants, clean, cycles)
+    steps, clean_in_cycles = run_cycles(variants, clean, cycles)
+    clean_ms = statistics.median(clean_in_cycles) / 1e6  # timed beside the sampled steps, on the same core
+    clean_ns = clean_ms * 1e6
     result.update(
         clean_step_ms=clean_ms,
+        clean_step_probe_ms=statistics.median(clean_samples) if clean_samples else None,
         stride=stride,
-        variants=len(plan),
+        variants=len(plan.variants),
         cycles=cycles,
         sampled_steps=len(steps),
-        predicted_overhead_fraction=max(sum(per_op_cost[i] for i in p) for p in plan) / clean_ns,
+        predicted_overhead_fraction=max(sum(per_op_cost[i] for i in p) for p in plan.variants) / clean_ns,
     )
     reference, refusal, sequence_note = None, None, "not checked: CUPTI not used"
     if cupti:
         reference, refusal, sequence_note = _check_sequences(clean, variants)
     result["sequence_check"] = sequence_note
+    ref = _cupti_reference(reference, counts) if reference is not None else None
+    if ref is not None and ref.op_duration_ns is not None:
+        durations_ns = [round(d) for d in ref.op_duration_ns]
+        result["durations_source"] = (
+            f"CUPTI: each op's first kernel start to last kernel end, median of {ref.steps} clean steps"
+        )
+    else:
+        durations_ns = fallback_durations()
+        why = ref.grouping if ref is not None else "CUPTI not available"
+        result["durations_source"] = (
+            f"events graph ({why}): an event pair around every op in one captured graph, less the calibrated pair "
+            "offset; it breaks PDL overlaps and its per-op error adds up in the gaps"
+        )
     try:
         if refusal is not None:
             raise sampled.StitchRefused(refusal)
-        picture = sampled.stitch(timings, steps, stride, durations_ns)
+        picture = sampled.stitch(timings, steps, plan, durations_ns)
     except sampled.StitchRefused as error:
         picture = None
         result.update(stitched=False, refusal=str(error), picture=None)
@@ -471,11 +517,11 @@ def kernel_pass(
             **sampled.summarise(picture, picture.step_ns),
         )
         if cupti:
-            result["cupti_check"] = _cupti_check(picture, clean_ns, reference, counts)
+            result["cupti_check"] = _cupti_check(picture, clean_ns, ref)
     elif cupti and reference is None:
         result["cupti_check"] = {"available": False, "note": sequence_note}
     del variants
-    return msgspec.convert(_plain(result), KernelPass)
+    return result
 
 
 def _plain(value: Any) -> Any:
@@ -514,14 +560,11 @@ def _check_sequences(clean: StepRunner, variants: Variants) -> tuple[CleanRefere
     return reference, None, note
 
 
-def _cupti_check(
-    picture: sampled.Stitched,
-    clean_ns: float,
-    reference: CleanReference | None,
-    counts: tuple[list[int], list[str]] | str | None,
-) -> dict[str, Any]:
-    if reference is None:
-        return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
+def _cupti_reference(
+    reference: CleanReference, counts: tuple[list[int], list[str]] | str | None
+) -> sampled.CuptiReference:
+    """The clean steps' CUPTI kernels, grouped into ops by the counting pass where its kernel sequence is the
+    step's (else ungrouped, with the reason in ``grouping``)."""
     grouped: list[int] | None = None
     why = "not grouped: no counting pass"
     if isinstance(counts, str):
@@ -536,7 +579,13 @@ def _cupti_check(
     ref = sampled.cupti_reference(reference.kernels, reference.step_ns, grouped)
     if grouped is None:
         ref.grouping = why
-    check = sampled.clean_check(picture, clean_ns, ref)
+    return ref
+
+
+def _cupti_check(picture: sampled.Stitched, clean_ns: float, ref: sampled.CuptiReference | None) -> dict[str, Any]:
+    if ref is None:
+        return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
+    check = sampled.clean_check(picture, clean_ns, ref, durations_from_reference=ref.op_duration_ns is not None)
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "
         "(cuBLAS may launch more than one kernel per op)"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -82,3 +85,41 @@ def time_call(device: str, fn: Any, lead_in: Any = None) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def current_cpu() -> int | None:
+    """The CPU the calling thread runs on now (Linux: field 39 of /proc/thread-self/stat), or None."""
+    try:
+        stat = Path("/proc/thread-self/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": field 3 onwards
+    try:
+        return int(fields[39 - 3])
+    except (IndexError, ValueError):
+        return None
+
+
+@contextmanager
+def pinned_host() -> Iterator[int | None]:
+    """Pin the calling thread to the CPU it runs on, for the block; yields that CPU (None where it cannot be pinned).
+
+    An eager step's host time depends on the core: on the H200 machine one core ran the 1B eager step at 2.0 ms
+    and another at 3.1 ms, and an unpinned thread moved between them within a second (docs/performance.md). Steps
+    compared side by side must run on one core."""
+    cpu = current_cpu()
+    get = getattr(os, "sched_getaffinity", None)
+    put = getattr(os, "sched_setaffinity", None)
+    if cpu is None or get is None or put is None:
+        yield None
+        return
+    before = get(0)
+    try:
+        put(0, {cpu})
+    except OSError:
+        yield None
+        return
+    try:
+        yield cpu
+    finally:
+        put(0, before)

@@ -324,8 +324,9 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
         lines.append(_gap_line("gaps less one event node (graph-replayed ops, where that is sound)", kp.gaps_corrected))
     lines.append(_overhead_line(kp))
     if kp.stride_probes:
-        probes = ", ".join(f"k={p.stride} {p.overhead_fraction:+.1%}" for p in kp.stride_probes)
-        lines.append(f"choosing k (measured overhead of the densest variant): {probes}")
+        letter = "m" if _paired(kp) else "k"
+        probes = ", ".join(f"{letter}={p.stride} {p.overhead_fraction:+.1%}" for p in kp.stride_probes)
+        lines.append(f"choosing {letter} (measured overhead of the densest variant): {probes}")
     if kp.pairing and kp.density == "sampled":
         lines.append(f"pairing: {v.text(kp.pairing)}")
     if kp.sequence_check:
@@ -340,12 +341,20 @@ def _picture_line(kp: KernelPass) -> str:
             "picture: the instrumented step, an end event after every op (dense; PERTURBING: the gaps include what "
             "the events cost)"
         )
-    return (
-        f"picture: stitched from {v.integer(kp.sampled_steps)} sampled steps: an end event after every "
-        f"{v.integer(kp.stride)}th op per step, {v.integer(kp.variants)} variants rotated over "
-        f"{v.integer(kp.cycles)} cycles; the clean step, not the instrumented one"
-        + (f" (end positions vary by {v.sig(kp.position_noise_ns, 1e-3)} us IQR)" if kp.position_noise_ns else "")
+    events = (
+        f"end events in pairs, one pair every {v.integer(kp.stride)} ops per step"
+        if _paired(kp)
+        else f"an end event after every {v.integer(kp.stride)}th op per step"  # files from before the pairs
     )
+    return (
+        f"picture: stitched from {v.integer(kp.sampled_steps)} sampled steps: {events}, {v.integer(kp.variants)} "
+        f"variants rotated over {v.integer(kp.cycles)} cycles; the clean step, not the instrumented one"
+        + (f" (measured ends vary by {v.sig(kp.position_noise_ns, 1e-3)} us IQR)" if kp.position_noise_ns else "")
+    )
+
+
+def _paired(kp: KernelPass) -> bool:
+    return (kp.pairing or "").startswith("paired events")
 
 
 def _overhead_line(kp: KernelPass) -> str:
