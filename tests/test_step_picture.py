@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from launchprobe.analysis.step_picture import cap_intervals, step_picture
 from launchprobe.api import analyze_timeline
@@ -159,3 +160,58 @@ def test_typical_step_of_a_field_trace(tmp_path: Path) -> None:
     # the truth step ending there: the union of the ops launched inside its range (unclipped) is the same busy
     (truth,) = [t for t in nsys_steps(path, r"truth_step \d+") if t.gpu_end == picture.end_ns]
     assert truth.busy == busy and truth.gpu_start >= picture.start_ns
+
+
+def test_step_kinds_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from launchprobe.render import plots
+
+    run = analyze_timeline(loop_timeline()[0], steps="auto")
+    kind, _ = kind_of(run)
+    plot = plots.plot_step_kinds(run)
+    assert plot is not None
+    (row,) = plot.data["rows"]
+    picture = kind.typical_step
+    assert picture is not None
+    assert row["busy_ms"] == [(s / 1e6, (e - s) / 1e6) for s, e in picture.busy_intervals]
+    assert row["step_ms"] == picture.span_ns / 1e6 and row["verdict"] == kind.verdict
+    paths = plots.write_plots(run, tmp_path / "plots")
+    assert [p.name for p in paths] == ["windows.png", "step-kinds.png"]
+    assert paths[1].read_bytes().startswith(b"\x89PNG") and paths[1].stat().st_size > 5_000
+
+
+def test_analyze_cli_writes_the_picture(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from launchprobe.cli import main
+    from launchprobe.run.files import load_run
+
+    trace = synth.write_nsys_sqlite(tmp_path / "c.sqlite", synth.decode_loop(synth.Loop(steps=8)))
+    out, pngs = tmp_path / "run.json", tmp_path / "png"
+    with pytest.raises(SystemExit) as done:
+        main(["analyze", str(trace), "--format", "json", "--output", str(out), "--plot", str(pngs)])
+    assert done.value.code in (0, None)
+    assert sorted(p.name for p in pngs.iterdir()) == ["step-kinds.png", "windows.png"]
+    run = load_run(out)
+    assert isinstance(run, AnalyzeRun)
+    kind, windows = kind_of(run)
+    picture = kind.typical_step
+    assert picture is not None and picture.busy_intervals and picture.span_ns == kind.span_p50_ns
+    (window,) = [w for w in windows if w.instance == picture.instance]
+    assert picture.busy_ns == window.busy_ns == sum(e - s for s, e in picture.busy_intervals)
+
+
+def test_step_kinds_plot_of_a_saved_run() -> None:
+    """From the run alone (no trace): a row per kind in the run's order, the cap's merging said in the caption."""
+    pytest.importorskip("matplotlib")
+    import runs
+
+    from launchprobe.render import plots
+
+    run = runs.analyze_steps_run()
+    plot = plots.plot_step_kinds(run)
+    assert plot is not None and plot.data["total"] == 2
+    decode, prefill = plot.data["rows"]
+    assert decode["label"] == "decode, graph replay, 84 ops" and decode["step_ms"] == pytest.approx(0.70)
+    assert decode["busy_fraction"] == pytest.approx(0.418 / 0.70) and "launch-bound" in decode["caption"]
+    assert "786 shortest gaps (150 us of idle) drawn busy" in prefill["caption"]
+    assert plots.plot_step_kinds(runs.analyze_run()) is None  # no step kinds, no picture
