@@ -28,7 +28,9 @@ from launchprobe.run.schema import (
     OpRow,
     ShapeRecord,
     Source,
+    StepPicture,
     StrideProbe,
+    Summary,
     Tool,
     Unavailable,
     Window,
@@ -377,6 +379,52 @@ def analyze_run() -> AnalyzeRun:
                 "rerun nsys with --gpu-metrics-devices=all",
             ),  # fmt: skip
         ],
+    )
+
+
+def step_kind(label: str, span_ms: float, busy: list[tuple[float, float]], verdict: str, **extra: Any) -> Summary:
+    """A step kind's summary whose typical step (instance 3) is ``span_ms`` long, busy over ``busy`` (us)."""
+    span = round(span_ms * 1e6)
+    intervals = [(round(a * 1e3), round(b * 1e3)) for a, b in busy]
+    busy_ns = sum(b - a for a, b in intervals) - extra.get("merged_idle_ns", 0)
+    picture = StepPicture(window=f"step: {label} #3", instance=3, start_ns=5_000_000, end_ns=5_000_000 + span,
+                          busy_ns=busy_ns, busy_intervals=intervals, intervals=extra.pop("intervals", len(intervals)),
+                          merged_idle_ns=extra.pop("merged_idle_ns", 0))  # fmt: skip
+    idle = span - busy_ns
+    return Summary(
+        name=f"step: {label}", device=0, instances=40, names=1, span_ns=40 * span, busy_ns=40 * busy_ns,
+        idle_ns=40 * idle, idle_host_wait_ns=40 * idle, idle_short_gap_ns=0, idle_other_ns=0, kernels=40 * 84,
+        gpu_ops=40 * 84, launch_calls=40, verdict=verdict, verdict_reason=f"over its 40 typical steps: {verdict}",
+        span_p50_ns=span, span_p90_ns=span + 20_000, busy_p50_ns=busy_ns, busy_p90_ns=busy_ns, step_kind=label,
+        detected_by="graph launch (cudaGraphLaunch, 1 per step)", verdicts={verdict: 40}, typical_step=picture,
+        **extra,
+    )  # fmt: skip
+
+
+def analyze_steps_run() -> AnalyzeRun:
+    """Detected steps in two kinds, each with its typical step along time: decode graph replays idle first (the
+    host between steps), and prefill steps whose picture had gaps merged by the interval cap."""
+    decode = step_kind("decode, graph replay, 84 ops", 0.70, [(280.0, 650.0), (652.0, 700.0)], "launch-bound")
+    prefill = step_kind("prefill, eager, 788 ops", 6.0, [(50.0, 2000.0), (2100.0, 5900.0)], "memory-bound",
+                        intervals=788, merged_idle_ns=150_000)  # fmt: skip
+    return AnalyzeRun(
+        **copy.deepcopy(HEADER),
+        command=["launchprobe", "analyze"],
+        source=Source(path="traces/serve.sqlite", format="nsys-sqlite", tool="nsys", tool_version="2025.3.2"),
+        config=AnalyzeConfigRecord(steps="auto"),
+        windows=[
+            window(
+                "step: decode, graph replay, 84 ops",
+                0,
+                0.70,
+                0.418,
+                84,
+                instance=3,
+                step_kind=decode.step_kind,
+                verdict="launch-bound",
+            )
+        ],
+        summaries=[decode, prefill],
     )
 
 

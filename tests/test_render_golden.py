@@ -52,6 +52,7 @@ RUNS: dict[str, Callable[[], Run]] = {
     "classify-plan": runs.plan_run,
     "analyze": runs.analyze_run,
     "analyze-many": runs.analyze_many_run,
+    "analyze-steps": runs.analyze_steps_run,
 }
 
 

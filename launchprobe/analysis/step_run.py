@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from launchprobe.analysis.step_picture import step_picture, typical_instance
 from launchprobe.analysis.steps import Step, StepResult, detect_steps, has_markers, percentile
 from launchprobe.analysis.trace_run import summarize
 from launchprobe.analysis.windows import AnalysisOptions, Prepared, Window, prepare, top_kernels, window_record
@@ -72,6 +73,7 @@ def step_records(
         ]
         rows = np.unique(np.concatenate([s.rows for s, _ in typical]))
         summary.top_kernels = top_kernels(prep, rows, options.top_kernels)
+        summary.typical_step = step_picture(*typical_instance(typical, summary.span_p50_ns), prep)
         summaries.append(summary)
     summaries.sort(key=lambda s: (s.device, -s.instances))
     return result, records, summaries

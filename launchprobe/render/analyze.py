@@ -17,12 +17,13 @@ from launchprobe.names import DEFAULT_NAME_WIDTH, short_kernel_name
 from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.classify import what_if_text
-from launchprobe.render.model import Block, Lines, Report, Table
+from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import AnalyzeRun, IdleStretch, PooledIdleStretch, Record, Summary, TopKernel, Window
 
 SOURCE_KEYS_SHOWN = ("path", "format", "time_origin_ns")  # the origin is in the tables, not the header
 FEW_WINDOWS = 12  # up to this many windows, show every one
 SLOWEST = 8  # otherwise, the slowest this many
+KINDS_PICTURED = 12  # step kinds drawn along time (strips, step-kinds.png), most steps first
 MOSTLY_NO_WORK = 0.5  # as analysis.trace_verdict: a window idle with no work issued for half its span says so
 
 
@@ -51,6 +52,9 @@ def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
         report.blocks.append(_ranges_table(groups))
     if len(run.ranks) > 1:
         report.blocks.append(_ranks_table(run))
+    strips = step_strips(groups)
+    if strips is not None:
+        report.blocks.append(strips)
     shown = rows if len(rows) <= FEW_WINDOWS else sorted(rows, key=lambda w: -w.span_ns)
     shown = shown[: max(FEW_WINDOWS if len(rows) <= FEW_WINDOWS else SLOWEST, 0)]
     names = dict(zip(map(id, rows), _names(rows), strict=True))
@@ -134,6 +138,65 @@ def _ranges_table(groups: list[Summary]) -> Table:
         "first op before the GPU ran it"
     )
     return Table(title="Ranges", columns=columns, rows=body, align="llrrrrrrrrrrrrlr", note=note)
+
+
+def pictured_kinds(groups: list[Summary]) -> list[Summary]:
+    """The step kinds with a picture (``typical_step``), in the run's order (by device, most steps first)."""
+    return [g for g in groups if g.typical_step is not None and g.typical_step.span_ns > 0]
+
+
+def kind_name(g: Summary, devices: int) -> str:
+    """A step kind as a picture labels it: its label, the rank of a run of several files, the device if several."""
+    name = _ranked(v.text(g.step_kind), g.rank)
+    return f"{name} dev {g.device}" if devices > 1 else name
+
+
+def step_caption(g: Summary) -> str:
+    """Beside a kind's picture: the pictured step's time and busy share, the kind's verdict, which step it is."""
+    p = g.typical_step
+    assert p is not None
+    return f"{v.fixed(p.span_ns, 3, 1e-6)} ms, {v.percent(p.busy_fraction)} busy, {v.text(g.verdict)}, #{p.instance}"
+
+
+def merged_text(g: Summary) -> str | None:
+    """What the interval cap merged in a kind's picture (None: nothing)."""
+    p = g.typical_step
+    if p is None or not p.merged_idle_ns:
+        return None
+    merged = p.intervals - len(p.busy_intervals)
+    return f"{v.integer(merged)} shortest gaps ({v.sig(p.merged_idle_ns, 1e-3)} us of idle) drawn busy"
+
+
+def step_strips(groups: list[Summary]) -> Strips | None:
+    """One typical step of each step kind along time (``typical_step``), each strip its own step's length."""
+    kinds = pictured_kinds(groups)
+    if not kinds:
+        return None
+    shown = kinds[:KINDS_PICTURED]
+    devices = len({g.device for g in kinds})
+    strips = []
+    for g in shown:
+        p = g.typical_step
+        assert p is not None
+        span = p.span_ns
+        strips.append(
+            Strip(
+                label=kind_name(g, devices),
+                busy=[(start / span, end / span) for start, end in p.busy_intervals],
+                length=1.0,
+                caption=step_caption(g),
+            )
+        )
+    note = (
+        "per step kind, the step whose step time is nearest its p50 (#: its instance), from the end of the "
+        "previous step's work to the end of its own; each strip is its own step's length; busy: union of its ops"
+    )
+    merged = [f"{kind_name(g, devices)}: {text}" for g in shown if (text := merged_text(g))]
+    if merged:
+        note += " (a picture keeps a few hundred intervals: " + "; ".join(merged) + ")"
+    if len(shown) < len(kinds):
+        note += f"; {len(kinds) - len(shown)} more kinds' pictures in the JSON"
+    return Strips(title="One typical step of each kind along time", strips=strips, note=note)
 
 
 def _ranks_table(run: AnalyzeRun) -> Table:

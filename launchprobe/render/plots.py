@@ -4,7 +4,8 @@ check the data, not pixels.
 
 classify: the one-step timeline per batch (eager vs piecewise vs full, the stitched clean step of ``kernel_pass``),
 the regime map (tokens/s against batch per mode, the verdict marked at each point) and the gap histogram; without
-a per-kernel pass, busy and idle time per step instead of the timeline. analyze: busy and idle split per window.
+a per-kernel pass, busy and idle time per step instead of the timeline. analyze: busy and idle split per window,
+and with detected steps one typical step of each kind along time.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from launchprobe.run.schema import MODE_ORDER, AnalyzeRun, ClassifyResult, Class
 MODE_COLORS = {"eager": "#d62728", "piecewise": "#ff7f0e", "full": "#2ca02c"}
 VERDICT_MARKERS = {"launch-bound": "o", "memory-bound": "s", "compute-bound": "^"}
 IDLE_COLOR = "#e6e6e6"
+BUSY_COLOR = "#1f77b4"
 DPI = 110
 MAX_ROWS = 40  # bars one plot draws at most (the slowest), so thousands of windows stay a readable, quick PNG
 
@@ -132,9 +134,9 @@ def _label(text: str) -> str:
     return printable(text)
 
 
-def _capped(title: str, shown: int, total: int, what: str) -> str:
+def _capped(title: str, shown: int, total: int, what: str, which: str = "slowest") -> str:
     return (
-        title if shown == total else f"{title}\n(the slowest {shown} of {v.integer(total)} {what}; all in the JSON/CSV)"
+        title if shown == total else f"{title}\n(the {which} {shown} of {v.integer(total)} {what}; all in the JSON/CSV)"
     )
 
 
@@ -293,10 +295,51 @@ def plot_windows(run: AnalyzeRun) -> Plot | None:
     return Plot("windows", fig, data)
 
 
+def plot_step_kinds(run: AnalyzeRun) -> Plot | None:
+    """analyze with steps: one typical step of each step kind (its ``typical_step``, the first KINDS_PICTURED
+    kinds), a row each on its own time axis, since kinds differ in length: GPU busy coloured, idle grey; the kind's
+    label, step time, busy share and verdict above it."""
+    from launchprobe.render.analyze import KINDS_PICTURED, kind_name, merged_text, pictured_kinds, step_caption
+
+    every = pictured_kinds(run.summaries)
+    if not every:
+        return None
+    devices = len({g.device for g in every})
+    rows: list[dict[str, Any]] = []
+    for g in every[:KINDS_PICTURED]:
+        p = g.typical_step
+        assert p is not None
+        rows.append(
+            {
+                "label": _label(kind_name(g, devices)),
+                "caption": step_caption(g) + (f"; {merged}" if (merged := merged_text(g)) else ""),
+                "busy_ms": [(start / 1e6, (end - start) / 1e6) for start, end in p.busy_intervals],
+                "step_ms": p.span_ns / 1e6,
+                "busy_fraction": p.busy_fraction,
+                "verdict": g.verdict,
+                "instance": p.instance,
+            }
+        )
+    fig = _figure(11, 0.9 + 0.9 * len(rows))
+    axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
+    for ax, row in zip(axes, rows, strict=True):
+        ax.broken_barh([(0, row["step_ms"])], (0, 1), facecolors=IDLE_COLOR)
+        ax.broken_barh(row["busy_ms"], (0, 1), facecolors=BUSY_COLOR)
+        ax.set_xlim(0, row["step_ms"])
+        ax.set_ylim(0, 1)
+        ax.set_yticks([])
+        ax.set_title(f"{row['label']}: {row['caption']}", loc="left", fontsize=9, parse_math=False)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time from the step's start, the end of the previous step's work (ms; each row its own scale)")
+    title = "One typical step of each kind (step time nearest its p50): GPU busy (blue) vs idle (grey)"
+    fig.suptitle(_capped(title, len(rows), len(every), "step kinds", "commonest"))
+    return Plot("step-kinds", fig, {"rows": rows, "total": len(every)})
+
+
 def make_plots(run: Run) -> list[Plot]:
     """Every picture the run has data for."""
     if isinstance(run, AnalyzeRun):
-        plots = [plot_windows(run)]
+        plots = [plot_windows(run), plot_step_kinds(run)]
     else:
         batches = sorted(_passes(run))
         plots = [plot_timeline(run, b) for b in batches] or [plot_busy_idle(run)]
@@ -307,7 +350,7 @@ def make_plots(run: Run) -> list[Plot]:
 
 # The names make_plots may give its files. Which ones a run will write is known only once it is made, so the
 # check before measuring refuses any of them (without --force).
-PLOT_PATTERNS = ("timeline-b*.png", "gaps-b*.png", "regime.png", "busy-idle.png", "windows.png")
+PLOT_PATTERNS = ("timeline-b*.png", "gaps-b*.png", "regime.png", "busy-idle.png", "windows.png", "step-kinds.png")
 
 
 def check_plot_dir(directory: Path, *, force: bool = False, names: Sequence[str] | None = None) -> None:

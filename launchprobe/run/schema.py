@@ -620,6 +620,28 @@ class Window(Record, kw_only=True):
         return part_ns / self.span_ns if part_ns is not None and self.span_ns else None
 
 
+class StepPicture(Record, kw_only=True):
+    """One typical step of a step kind along time (the report's strip, ``--plot``'s step-kinds.png): the instance
+    whose step time is nearest the kind's p50, and its GPU busy intervals from the step's start."""
+
+    window: str  # the step's window: "<name> #<instance>"
+    instance: int
+    start_ns: int  # the period the step owns (its window's start_ns / end_ns)
+    end_ns: int
+    busy_ns: int  # union of its ops in that period (its window's busy_ns), exact whatever the cap merged
+    busy_intervals: list[tuple[int, int]] = msgspec.field(default_factory=list)  # (start, end) from start_ns
+    intervals: int = 0  # intervals of the union before the cap
+    merged_idle_ns: int = 0  # idle in the shortest gaps merged away to keep busy_intervals within the cap
+
+    @property
+    def span_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def busy_fraction(self) -> float | None:
+        return self.busy_ns / self.span_ns if self.span_ns > 0 else None
+
+
 class Summary(Record, kw_only=True):
     """The instances of one range name (instance counters pooled) on one device."""
 
@@ -662,6 +684,7 @@ class Summary(Record, kw_only=True):
     step_kind: str | None = None  # e.g. "decode, graph replay, 84 ops"
     detected_by: str | None = None  # annotation, or the structural signal with its detail
     host_p50_ns: int | None = None  # p50 of the steps' host-side time
+    typical_step: StepPicture | None = None  # step kinds: the instance nearest the p50, along time
 
     predicted_graph_step_ns: int | None = None  # the typical instance replayed as one CUDA graph
     what_ifs: list[WhatIf] = msgspec.field(default_factory=list)
