@@ -244,3 +244,19 @@ def test_durations_fall_back_to_the_events_graph_and_say_so(fake_cuda: Clock) ->
     assert calls == [1] and result.stitched
     assert (result.durations_source or "").startswith("events graph (not grouped: no counting pass here)")
     assert result.cupti_check is not None and result.cupti_check.durations_from_cupti is False
+
+
+def test_the_pass_runs_on_one_core(fake_cuda: Clock) -> None:
+    import os
+
+    from launchprobe.measure.timing import current_cpu, pinned_host
+
+    if not hasattr(os, "sched_getaffinity") or current_cpu() is None:
+        pytest.skip("no thread affinity on this platform")
+    before = os.sched_getaffinity(0)
+    with pinned_host() as cpu:
+        assert cpu is not None and os.sched_getaffinity(0) == {cpu}
+    assert os.sched_getaffinity(0) == before  # given back
+    result = run_pass("full")
+    assert result.host_cpu is not None and result.host_cpu in before
+    assert os.sched_getaffinity(0) == before

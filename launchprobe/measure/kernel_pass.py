@@ -12,11 +12,12 @@ not grouped) from a separate pass, the whole step as one graph with an event pai
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from launchprobe.analysis import sampled
 from launchprobe.analysis.kernel_gaps import OpTiming, gap_distribution
@@ -28,6 +29,8 @@ from launchprobe.workload.modes import Segment, StepRunner, split_segments
 
 if TYPE_CHECKING:
     from launchprobe.run.schema import KernelPass
+
+P = ParamSpec("P")
 
 # CUDA event timing resolution (CUDA runtime docs: about 0.5 us): no duration is reported below it.
 EVENT_RESOLUTION_NS = 500
@@ -351,6 +354,20 @@ def kernel_counts(ops: Sequence[Op]) -> tuple[list[int], list[str]]:
 # The pass
 
 
+def _on_one_core(measure: Callable[P, KernelPass]) -> Callable[P, KernelPass]:
+    """Run ``measure`` with the host thread pinned to the core it is on (``pinned_host``); record that core."""
+
+    @functools.wraps(measure)
+    def pinned(*args: P.args, **kwargs: P.kwargs) -> KernelPass:
+        with pinned_host() as cpu:
+            result = measure(*args, **kwargs)
+        result.host_cpu = cpu
+        return result
+
+    return pinned
+
+
+@_on_one_core
 def kernel_pass(
     mode: str,
     bucket: int,
@@ -371,40 +388,14 @@ def kernel_pass(
     Durations are CUPTI's of clean steps where its kernels group into ops by ``counts`` (from ``kernel_counts``,
     or a string saying why there are none); otherwise ``fallback_durations()`` (``graph_durations`` of the
     bucket). ``clean_step_ms`` is the clean pass's time, used until this pass has re-timed the clean step beside
-    its own steps. The host thread stays on one core throughout (``pinned_host``)."""
+    its own steps. The host thread stays on one core throughout."""
     import msgspec
+    import torch
 
     from launchprobe.run.schema import KernelPass
 
     if density not in ("sampled", "dense"):
         raise ValueError(f"unknown kernel-pass density {density!r}")
-    with pinned_host() as cpu:
-        result = _kernel_pass(
-            mode, bucket, ops, clean=clean, clean_step_ms=clean_step_ms, costs=costs,
-            fallback_durations=fallback_durations, counts=counts, density=density, repeats=repeats,
-            markers=markers, cupti=cupti,
-        )  # fmt: skip
-    result["host_cpu"] = cpu
-    return msgspec.convert(_plain(result), KernelPass)
-
-
-def _kernel_pass(
-    mode: str,
-    bucket: int,
-    ops: Sequence[Op],
-    *,
-    clean: StepRunner,
-    clean_step_ms: float,
-    costs: EventCosts,
-    fallback_durations: Callable[[], list[int]],
-    counts: tuple[list[int], list[str]] | str | None,
-    density: str,
-    repeats: int,
-    markers: Markers | None,
-    cupti: bool,
-) -> dict[str, Any]:
-    import torch
-
     timings, segment_of = op_layout(mode, ops)
     n = len(ops)
     pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
@@ -521,7 +512,7 @@ def _kernel_pass(
     elif cupti and reference is None:
         result["cupti_check"] = {"available": False, "note": sequence_note}
     del variants
-    return result
+    return msgspec.convert(_plain(result), KernelPass)
 
 
 def _plain(value: Any) -> Any:
