@@ -141,8 +141,8 @@ Examples:
     default=None,
     metavar="[sampled|dense]",
     help="Add a per-kernel pass: gaps before each kernel, op table, timeline. sampled (the default with a bare "
-    "--kernels): end events after every k-th op, rotated and stitched, the step within 2% of clean; dense: an "
-    "event after every op, which perturbs the step it times.",
+    "--kernels): end events in pairs a few ops apart, a few per step, rotated and stitched, the step within 2% of "
+    "clean; dense: an event after every op, which perturbs the step it times.",
 )
 @click.option(
     "--nvtx",
