@@ -93,7 +93,7 @@ class Prepared:
     no_work_cov: dict[int, Coverage] = field(default_factory=dict)  # the no-work part of that idle
     no_work_source: dict[int, str] = field(default_factory=dict)
     _api_by_pid: dict[int, tuple[Ints, Ints, Ints]] = field(default_factory=dict)
-    _own: dict[int, DeviceOps] = field(default_factory=dict)
+    _own: dict[int, tuple[Window, DeviceOps]] = field(default_factory=dict)
     _comm_names: npt.NDArray[np.bool_] | None = None
 
     def comm_names(self) -> npt.NDArray[np.bool_]:
@@ -109,21 +109,24 @@ class Prepared:
         if window.instance is None:
             return dev
         key = id(window)
-        if key not in self._own:
+        if key not in self._own:  # kept with its window: the id of a window gone could be another's
             rows = window.rows
             inside = dev.overlapping(window.start_ns, window.end_ns)
             if inside.stop - inside.start == len(rows):  # candidates include every own op: they are the same
-                self._own[key] = dev
+                self._own[key] = (window, dev)
             else:
-                self._own[key] = device_ops(
-                    window.device,
-                    self.op_start[rows],
-                    self.op_end[rows],
-                    rows,
-                    self.op_launch_end[rows],
-                    short_gap_ns=self.short_gap_ns,
+                self._own[key] = (
+                    window,
+                    device_ops(
+                        window.device,
+                        self.op_start[rows],
+                        self.op_end[rows],
+                        rows,
+                        self.op_launch_end[rows],
+                        short_gap_ns=self.short_gap_ns,
+                    ),
                 )
-        return self._own[key]
+        return self._own[key][1]
 
     def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
         """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
