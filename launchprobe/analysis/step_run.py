@@ -77,13 +77,15 @@ def step_records(
     return result, records, summaries
 
 
-def add_steps(run: AnalyzeRun, timeline: Timeline, options: AnalysisOptions, mode: str) -> StepResult:
+def add_steps(
+    run: AnalyzeRun, timeline: Timeline, options: AnalysisOptions, mode: str, prep: Prepared | None = None
+) -> StepResult:
     """Append the step windows and kind summaries to ``run`` (after its own), with a notice saying how the steps
-    were found or why there are none."""
+    were found or why there are none. ``prep``: the trace as the run's own analysis prepared it."""
     run.config.steps = mode
     if mode == "off":
         return StepResult("none", [], [], "step detection off")
-    result, records, summaries = step_records(timeline, options, mode)
+    result, records, summaries = step_records(timeline, options, mode, prep)
     from launchprobe.analysis.predict import annotate_run
 
     annotate_run(records, summaries, run.environment.gpu)

@@ -45,10 +45,12 @@ OUTLIER_SPAN_RATIO = 3  # an instance whose span is more than 3x the median span
 OUTLIER_MIN_INSTANCES = 3  # ...in a group of at least 3 instances
 
 
-def analyze_timeline(timeline: Timeline, options: AnalysisOptions) -> tuple[list[WindowRecord], list[Summary]]:
+def analyze_timeline(
+    timeline: Timeline, options: AnalysisOptions, prep: Prepared | None = None
+) -> tuple[list[WindowRecord], list[Summary]]:
     """Window records and, for range windows, one summary per range name (instance counters merged, see
-    ``group_name``) and device."""
-    prep = prepare(timeline, options)
+    ``group_name``) and device. ``prep``: the timeline already prepared with ``options``."""
+    prep = prep or prepare(timeline, options)
     windows = range_windows(timeline, prep, options) if options.ranges else whole_trace_windows(prep)
     records = [window_record(w, prep, timeline, options) for w in windows]
     has_metrics = timeline.metrics is not None and len(timeline.metrics) > 0
@@ -261,8 +263,9 @@ def build_run(
     *,
     extra_notices: list[str] | None = None,
     extra_source: dict[str, Any] | None = None,
+    prep: Prepared | None = None,
 ) -> AnalyzeRun:
-    records, summaries = analyze_timeline(timeline, options)
+    records, summaries = analyze_timeline(timeline, options, prep)
     meta = timeline.meta
     source = Source(
         path=meta.get("path"),
