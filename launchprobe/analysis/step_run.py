@@ -70,7 +70,7 @@ def step_records(
             for s, r in pairs
             if s.outlier
         ]
-        rows = np.unique(np.concatenate([s.rows for s, _ in typical]))
+        rows = np.concatenate([s.rows for s, _ in typical])  # steps share no op
         summary.top_kernels = top_kernels(prep, rows, options.top_kernels)
         summaries.append(summary)
     summaries.sort(key=lambda s: (s.device, -s.instances))

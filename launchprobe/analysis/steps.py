@@ -238,6 +238,7 @@ class _Ctx:
     name_hash: U64  # per op name code
     op_hash: U64  # per op: its name and kind (a step's kind key sums them)
     graph_kernel: Bools  # per op: a kernel replayed by a graph launch
+    pid_devices: list[tuple[int, int]]  # (process, device) pairs with GPU ops
 
 
 def _context(timeline: Timeline, prep: Prepared) -> _Ctx:
@@ -262,6 +263,7 @@ def _context(timeline: Timeline, prep: Prepared) -> _Ctx:
         name_hash=name_hash,
         op_hash=op_hash.astype(np.uint64),
         graph_kernel=graph_call & (prep.op_kind == 0),
+        pid_devices=_pid_devices(prep),
     )
 
 
@@ -298,9 +300,9 @@ def _multiset_key(ops_hash: int, ops: int, graph: bool) -> str:
     return f"{ops_hash:016x}{ops:06d}{'g' if graph else 'e'}"
 
 
-def _with_stats(ctx: _Ctx, raws: list[_Raw]) -> list[_Raw]:
-    """Each step's first and last op, kernels, launch calls, graph kernels, busy time and op hash, computed for all
-    steps in one pass (reductions over their rows laid end to end)."""
+def _with_stats(ctx: _Ctx, raws: list[_Raw], hashes: bool) -> list[_Raw]:
+    """Each step's first and last op, kernels, launch calls, graph kernels, busy time and (``hashes``) op hash,
+    computed for all steps in one pass (reductions over their rows laid end to end)."""
     if not raws:
         return raws
     prep = ctx.prep
@@ -315,7 +317,7 @@ def _with_stats(ctx: _Ctx, raws: list[_Raw]) -> list[_Raw]:
     last = rows[np.maximum.reduceat(np.where(e == g_end[seg], pos, -1), heads)]
     kernels = np.add.reduceat((prep.op_kind[rows] == 0).astype(np.int64), heads)
     graph = np.add.reduceat(ctx.graph_kernel[rows].astype(np.int64), heads)
-    ops_hash = np.add.reduceat(ctx.op_hash[rows], heads)
+    ops_hash = np.add.reduceat(ctx.op_hash[rows], heads) if hashes else np.zeros(len(raws), dtype=np.uint64)
     call = prep.op_launch[rows]
     new_call = np.ones(len(rows), dtype=bool)
     np.not_equal(call[1:], call[:-1], out=new_call[1:])
@@ -455,7 +457,10 @@ class _Events:
 
 def _events(ctx: _Ctx, pid: int, device: int) -> _Events:
     prep = ctx.prep
-    here = np.flatnonzero((prep.op_device == device) & (prep.op_pid == pid) & (prep.op_launch >= 0))
+    mine = prep.op_launch >= 0
+    if len(ctx.pid_devices) > 1:
+        mine &= (prep.op_device == device) & (prep.op_pid == pid)
+    here = np.flatnonzero(mine)
     n_api = len(prep.api_start)
     per_call = np.bincount(prep.op_launch[here], minlength=n_api)
     calls = np.flatnonzero(per_call)  # sorted, as np.unique, in O(n)
@@ -780,8 +785,12 @@ def _signal_steps(ctx: _Ctx, ev: _Events, lo: int, hi: int, signal: str) -> tupl
 
 
 def _pid_devices(prep: Prepared) -> list[tuple[int, int]]:
-    key = prep.op_pid * 4096 + prep.op_device
-    return [(int(k // 4096), int(k % 4096)) for k in np.unique(key)]
+    pid, dev = prep.op_pid, prep.op_device
+    if not len(pid):
+        return []
+    if pid.min() == pid.max() and dev.min() == dev.max():
+        return [(int(pid[0]), int(dev[0]))]
+    return [(int(k // 4096), int(k % 4096)) for k in np.unique(pid * 4096 + dev)]
 
 
 def _structure_steps(ctx: _Ctx, quiet_ns: int, wanted: set[int]) -> tuple[list[_Raw], int]:
@@ -790,7 +799,7 @@ def _structure_steps(ctx: _Ctx, quiet_ns: int, wanted: set[int]) -> tuple[list[_
     ``MIN_COVERAGE`` of its launched ops. Then the steps next to uncovered calls are extended (``_extend``)."""
     out: list[_Raw] = []
     periods = 0
-    for pid, device in _pid_devices(ctx.prep):
+    for pid, device in ctx.pid_devices:
         if device not in wanted:
             continue
         ev = _events(ctx, pid, device)
@@ -940,7 +949,7 @@ def _device_raws(
 
 def _finish(ctx: _Ctx, raws: list[_Raw], mode: str) -> tuple[list[Step], list[StepKind]]:
     prep = ctx.prep
-    raws = _with_stats(ctx, raws)
+    raws = _with_stats(ctx, raws, hashes=mode == "annotations")
     if mode == "annotations":
         raws = _annotation_keys(raws)
     steps: list[Step] = []
@@ -951,7 +960,7 @@ def _finish(ctx: _Ctx, raws: list[_Raw], mode: str) -> tuple[list[Step], list[St
         around = _neighbours(group, keys)  # for the labels: before any step is dropped or kind split
         split = keys
         if mode == "structure":  # markers name their own kinds
-            split = _split_busy(_owned(group, keys, device, mode), keys)
+            split = _split_busy(group, _own_starts(group, mode), keys)
             stand = _standing(group, split)
             group, keys, split, around = (
                 _kept(group, stand),
@@ -973,22 +982,31 @@ def _kept(items: list[T], keep: list[bool]) -> list[T]:
     return [x for x, ok in zip(items, keep, strict=True) if ok]
 
 
-def _owned(group: list[_Raw], keys: list[str], device: int, mode: str) -> list[Step]:
-    """Steps (in end order) owning the time from the end of the previous step's work in their chain (structure:
-    the same active period and signal; annotations: the same process) to the end of their own."""
+def _own_starts(group: list[_Raw], mode: str) -> list[int]:
+    """Where each step's owned period starts (``group`` in end order): the end of the previous step's work in its
+    chain (structure: the same active period and signal; annotations: the same process), else (first, or
+    overlapping it) its own first op."""
     prev_end: dict[tuple[int, str], int] = {}
-    out: list[Step] = []
-    for r, key in zip(group, keys, strict=True):
+    out = []
+    for r in group:
         chain = (r.period, r.signal) if mode == "structure" else (r.pid, "")
         before = prev_end.get(chain)
         prev_end[chain] = r.gpu_end
+        out.append(before if before is not None and before <= r.gpu_start else r.gpu_start)
+    return out
+
+
+def _owned(group: list[_Raw], keys: list[str], device: int, mode: str) -> list[Step]:
+    """The steps, in end order, each owning its period (``_own_starts``)."""
+    out: list[Step] = []
+    for r, key, own_start in zip(group, keys, _own_starts(group, mode), strict=True):
         out.append(
             Step(
                 index=len(out),
                 device=device,
                 pid=r.pid,
                 tid=r.tid,
-                start_ns=before if before is not None and before <= r.gpu_start else r.gpu_start,
+                start_ns=own_start,
                 end_ns=r.gpu_end,
                 gpu_start_ns=r.gpu_start,
                 first_op=r.first_op,
@@ -1043,7 +1061,7 @@ def _merge_kinds(prep: Prepared, group: list[_Raw]) -> list[str]:
     return [target[r.key] for r in group]
 
 
-def _split_busy(steps: list[Step], keys: list[str]) -> list[str]:
+def _split_busy(group: list[_Raw], starts: list[int], keys: list[str]) -> list[str]:
     """Each step's kind once a kind whose typical steps' GPU busy times fall into groups at least ``BUSY_SPLIT``
     apart (each of at least ``MIN_STEPS``) is split into one kind per group: the same kernels at another batch
     size. Its other steps go with the group of their busy time (cut short: that of the nearest whole step)."""
@@ -1052,16 +1070,17 @@ def _split_busy(steps: list[Step], keys: list[str]) -> list[str]:
         members.setdefault(k, []).append(i)
     out = list(keys)
     for key, idx in members.items():
-        med = float(np.median([steps[i].span_ns for i in idx]))
-        whole = [i for i in idx if not steps[i].truncated]
-        typical = [i for i in whole if steps[i].span_ns <= OUTLIER_FACTOR * med]
-        cuts = np.array(_busy_cuts(np.sort(np.array([steps[i].busy_ns for i in typical], dtype=np.int64))))
+        spans = {i: group[i].gpu_end - starts[i] for i in idx}
+        med = float(np.median(list(spans.values())))
+        whole = [i for i in idx if not group[i].truncated]
+        typical = [i for i in whole if spans[i] <= OUTLIER_FACTOR * med]
+        cuts = np.array(_busy_cuts(np.sort(np.array([group[i].busy for i in typical], dtype=np.int64))))
         if not len(cuts):
             continue
         for i in idx:
-            j = i if not steps[i].truncated else min(whole, key=lambda w: abs(w - i), default=i)
-            group = int(np.searchsorted(cuts, steps[j].busy_ns, side="right"))
-            out[i] = f"{key}~{group + 1}" if group else key
+            j = i if not group[i].truncated else min(whole, key=lambda w: abs(w - i), default=i)
+            part = int(np.searchsorted(cuts, group[j].busy, side="right"))
+            out[i] = f"{key}~{part + 1}" if part else key
     return out
 
 
