@@ -637,20 +637,31 @@ def _super_period(tok: U64, p: int) -> int | None:
     return period if period > p and 2 * counts.max() >= len(d) and period * MIN_STEPS <= len(tok) else None
 
 
-def _step_periods(tok: U64, gap: Ints, cand: list[int]) -> list[int]:
-    """Candidate lags without the layer periods: a lag whose mismatches recur at another candidate lag (a token
-    recurs once per that lag: the ops that run once per step) where the host pauses at least as much."""
-    keep = set(cand)
+def _step_periods(tok: U64, gap: Ints, cand: list[int], spacings: set[int]) -> list[int]:
+    """Candidate lags without the layer periods. A lag p is a layer's where the ops that run once per step break
+    its repeat: the sequence matches itself at least as well at the spacing of a token that recurs (``spacings``,
+    not a multiple of p), or its mismatches recur at a longer period where the host pauses at least as much."""
+    scores: dict[int, float] = {}
+
+    def score(q: int) -> float:
+        if q not in scores:
+            scores[q] = _self_match(tok, q)
+        return scores[q]
+
+    keep = []
     for p in cand:
+        if any(q > p and q % p and score(q) >= score(p) for q in spacings):
+            continue
         longer = _super_period(tok, p)
-        if longer is not None and longer in keep and _boundary(gap, longer)[1] >= _boundary(gap, p)[1]:
-            keep.discard(p)
-    return [p for p in cand if p in keep]
+        if longer is not None and _boundary(gap, longer)[1] >= _boundary(gap, p)[1]:
+            continue
+        keep.append(p)
+    return keep
 
 
 def _sequence_period(tok: U64, gap: Ints) -> tuple[Ints, Ints, int] | None:
     """Steps from the period of the launch sequence itself: candidate lags are the typical spacing of each token
-    that recurs regularly (layer periods replaced by the step period, ``_step_periods``); the period is the
+    that recurs regularly, layer periods left out (``_step_periods``); the period is the
     smallest lag at which the sequence matches itself about as well as at the best one; steps are cut before the
     token at the phase with the longest median host gap."""
     n = len(tok)
@@ -672,12 +683,15 @@ def _sequence_period(tok: U64, gap: Ints) -> tuple[Ints, Ints, int] | None:
     first = np.flatnonzero(np.concatenate([[True], ptok[best_of][1:] != ptok[best_of][:-1]]))
     pick = best_of[first]
     mode_tok, mode_d, mode_c = ptok[pick], pd[pick], pc[pick]
-    regular = (counts[mode_tok] >= MIN_STEPS) & (mode_c >= 0.5 * (counts[mode_tok] - 1)) & (mode_d * MIN_STEPS <= n)
+    steady = mode_c >= 0.5 * (counts[mode_tok] - 1)
+    regular = steady & (counts[mode_tok] >= MIN_STEPS) & (mode_d * MIN_STEPS <= n)
     lags = np.unique(mode_d[regular])
     if not len(lags):
         return None
     lags = lags[np.argsort(-np.bincount(np.searchsorted(lags, mode_d[regular])), kind="stable")][:32]
-    cand = _step_periods(tok, gap, [int(p) for p in lags])
+    spaced, times = np.unique(mode_d[steady & (2 * mode_d <= n)], return_counts=True)
+    spacings = set(spaced[np.argsort(-times, kind="stable")][:32].tolist())  # the commonest, at least twice over
+    cand = _step_periods(tok, gap, [int(p) for p in lags], spacings)
     scores = [_self_match(tok, p) for p in cand]
     if not scores or max(scores) < SEQ_MATCH_MIN:
         return None
