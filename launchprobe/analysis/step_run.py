@@ -7,7 +7,8 @@ import numpy as np
 
 from launchprobe.analysis.steps import Step, StepResult, detect_steps, has_markers, percentile
 from launchprobe.analysis.trace_run import summarize
-from launchprobe.analysis.windows import AnalysisOptions, Prepared, Window, prepare, top_kernels, window_record
+from launchprobe.analysis.window_batch import window_records
+from launchprobe.analysis.windows import AnalysisOptions, Prepared, Window, prepare, top_kernels
 from launchprobe.run.schema import AnalyzeRun, OutlierInstance, Summary
 from launchprobe.run.schema import Window as WindowRecord
 from launchprobe.timeline import Timeline
@@ -34,24 +35,26 @@ def step_records(
     prep = prep or prepare(timeline, options)
     result = detect_steps(timeline, "annotations" if mode == "annotations" else "auto", prep=prep)
     kinds = {(k.device, k.key): k for k in result.kinds}
-    records: list[WindowRecord] = []
-    members: dict[tuple[int, str], list[tuple[Step, WindowRecord]]] = {}
+    steps = sorted(result.steps, key=lambda s: (s.device, s.end_ns))
+    windows: list[Window] = []
     counters: dict[tuple[int, str], int] = {}
-    for step in sorted(result.steps, key=lambda s: (s.device, s.end_ns)):
+    for step in steps:
         kind = kinds[(step.device, step.kind)]
         n = counters.get((step.device, step.kind), 0)
         counters[(step.device, step.kind)] = n + 1
-        window = Window(
-            STEP_PREFIX + kind.label, step.device, step.start_ns, step.end_ns, step.rows, n, step.pid, step.tid
+        windows.append(
+            Window(STEP_PREFIX + kind.label, step.device, step.start_ns, step.end_ns, step.rows, n, step.pid, step.tid)
         )
-        rec = window_record(window, prep, timeline, options)
+    records = window_records(windows, prep, timeline, options)  # all at once: thousands of steps
+    members: dict[tuple[int, str], list[tuple[Step, WindowRecord]]] = {}
+    for step, rec in zip(steps, records, strict=True):
+        kind = kinds[(step.device, step.kind)]
         rec.step_kind = kind.label
         rec.detected_by = kind.detected_by
         rec.gpu_start_ns = step.gpu_start_ns
         rec.host_start_ns = step.host_start_ns
         rec.host_end_ns = step.host_end_ns
         rec.outlier = step.outlier
-        records.append(rec)
         members.setdefault((step.device, step.kind), []).append((step, rec))
     has_metrics = timeline.metrics is not None and len(timeline.metrics) > 0
     summaries: list[Summary] = []

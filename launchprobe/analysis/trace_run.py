@@ -10,6 +10,7 @@ import numpy as np
 
 from launchprobe.analysis.idle import DEFAULT_SHORT_GAP_NS
 from launchprobe.analysis.trace_verdict import MetricMeans, decide
+from launchprobe.analysis.window_batch import window_records
 from launchprobe.analysis.windows import (
     AnalysisOptions,
     Prepared,
@@ -20,7 +21,6 @@ from launchprobe.analysis.windows import (
     top_kernels,
     whole_trace_windows,
     window_gaps,
-    window_record,
 )
 from launchprobe.run.schema import (
     AnalyzeConfigRecord,
@@ -52,7 +52,7 @@ def analyze_timeline(
     ``group_name``) and device. ``prep``: the timeline already prepared with ``options``."""
     prep = prep or prepare(timeline, options)
     windows = range_windows(timeline, prep, options) if options.ranges else whole_trace_windows(prep)
-    records = [window_record(w, prep, timeline, options) for w in windows]
+    records = window_records(windows, prep, timeline, options)
     has_metrics = timeline.metrics is not None and len(timeline.metrics) > 0
     return records, summarize(records, has_metrics=has_metrics, pooled=_pooled(windows, records, prep, options))
 

@@ -128,8 +128,8 @@ class Prepared:
                 )
         return self._own[key][1]
 
-    def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
-        """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
+    def _api_index(self, pid: int) -> tuple[Ints, Ints, Ints]:
+        """The process's API calls in start order: rows, starts, running max of ends."""
         if pid not in self._api_by_pid:
             rows = np.nonzero(self.api_pid == pid)[0]
             starts = self.api_start[rows]
@@ -140,7 +140,11 @@ class Prepared:
                 order = rows
             ends = self.api_end[order]
             self._api_by_pid[pid] = (order, starts, np.maximum.accumulate(ends) if len(ends) else ends)
-        order, starts, max_end = self._api_by_pid[pid]
+        return self._api_by_pid[pid]
+
+    def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
+        """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
+        order, starts, max_end = self._api_index(pid)
         first = int(np.searchsorted(max_end, lo, side="right"))
         last = int(np.searchsorted(starts, hi, side="left"))
         if last <= first:
@@ -149,6 +153,24 @@ class Prepared:
         overlap = np.minimum(self.api_end[cand], hi) - np.maximum(self.api_start[cand], lo)
         best = int(np.argmax(overlap))
         return int(cand[best]) if overlap[best] > 0 else -1
+
+    def api_in_flight_many(self, pid: int, lo: Ints, hi: Ints) -> Ints:
+        """``api_in_flight`` for each [lo, hi) at once (ties: the first call in start order, as argmax)."""
+        order, starts, max_end = self._api_index(pid)
+        first = np.searchsorted(max_end, lo, side="right")
+        count = np.maximum(np.searchsorted(starts, hi, side="left") - first, 0)
+        out = np.full(len(lo), -1, dtype=np.int64)
+        total = int(count.sum())
+        if not total:
+            return out
+        query = np.repeat(np.arange(len(lo)), count)
+        cand = order[np.arange(total) + np.repeat(first - np.cumsum(count) + count, count)]
+        overlap = np.minimum(self.api_end[cand], hi[query]) - np.maximum(self.api_start[cand], lo[query])
+        pick = np.lexsort((np.arange(total), -overlap, query))  # per query: the largest overlap, then the first
+        heads = pick[np.concatenate([[True], query[pick][1:] != query[pick][:-1]])]
+        good = overlap[heads] > 0
+        out[query[heads][good]] = cand[heads][good]
+        return out
 
 
 def _codes(series: pd.Series, *, wide: bool = True) -> tuple[Ints, list[str]]:
