@@ -29,7 +29,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -457,22 +457,30 @@ class _Events:
 
 def _events(ctx: _Ctx, pid: int, device: int) -> _Events:
     prep = ctx.prep
+    alone = len(ctx.pid_devices) == 1
     mine = prep.op_launch >= 0
-    if len(ctx.pid_devices) > 1:
+    if not alone:
         mine &= (prep.op_device == device) & (prep.op_pid == pid)
-    here = np.flatnonzero(mine)
+    every = alone and bool(mine.all())  # every op, in row order so far: views, no gathers
+
+    def of(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return values if every else values[here]
+
+    here = np.arange(len(mine), dtype=np.int64) if every else np.flatnonzero(mine)
     n_api = len(prep.api_start)
-    per_call = np.bincount(prep.op_launch[here], minlength=n_api)
+    launch = of(prep.op_launch)
+    per_call = np.bincount(launch, minlength=n_api)
     calls = np.flatnonzero(per_call)  # sorted, as np.unique, in O(n)
-    syncs = np.flatnonzero((prep.api_pid == pid) & ctx.is_sync[prep.api_name]) if n_api else calls[:0]
+    sync_call = ctx.is_sync[prep.api_name] if alone else (prep.api_pid == pid) & ctx.is_sync[prep.api_name]
+    syncs = np.flatnonzero(sync_call) if n_api else calls[:0]
     api = np.concatenate([calls, syncs]).astype(np.int64)
-    api = api[np.argsort(prep.api_start[api], kind="stable")]
+    api = api[np.argsort(prep.api_start[api], kind="stable")]  # two sorted runs: a merge
     nops = per_call[api].astype(np.int64)
     where = np.empty(n_api, dtype=np.int64)  # each call's place in the list
     where[api] = np.arange(len(api))
-    place = where[prep.op_launch[here]]
-    if not _ordered(place, prep.op_start[here]):
-        here = here[np.lexsort((prep.op_start[here], place))]
+    if not _ordered(where[launch], of(prep.op_start)):
+        here = here[np.lexsort((of(prep.op_start), where[launch]))]
+        every = False
     off = _cumsum0(nops)
     name = prep.api_name[api]
     has = nops > 0
@@ -490,9 +498,9 @@ def _events(ctx: _Ctx, pid: int, device: int) -> _Events:
         nops=nops,
         off=off,
         ops=here,
-        kernels=_cumsum0(prep.op_kind[here] == 0),
-        graph_kernels=_cumsum0(ctx.graph_kernel[here]),
-        hashes=_hashsum0(ctx.op_hash[here]),
+        kernels=_cumsum0(of(prep.op_kind) == 0),
+        graph_kernels=_cumsum0(of(ctx.graph_kernel)),
+        hashes=_hashsum0(of(ctx.op_hash)),
     )
 
 

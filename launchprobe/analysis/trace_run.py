@@ -26,6 +26,7 @@ from launchprobe.run.schema import (
     AnalyzeConfigRecord,
     AnalyzeRun,
     Environment,
+    IdleStretch,
     OutlierInstance,
     PooledIdleStretch,
     Source,
@@ -226,13 +227,12 @@ def _labels(recs: list[WindowRecord]) -> list[str]:
 
 def _largest_idle(recs: list[WindowRecord], labels: list[str], top: int) -> list[PooledIdleStretch]:
     """The longest idle stretches over the group (each window keeps its own longest: the union holds the top)."""
-    seen: dict[tuple[int, int], PooledIdleStretch] = {}
+    seen: dict[tuple[int, int], tuple[IdleStretch, str]] = {}
     for r, label in zip(recs, labels, strict=True):
         for stretch in r.largest_idle:
-            key = (stretch.start_ns, stretch.end_ns)
-            if key not in seen:
-                seen[key] = PooledIdleStretch(window=label, **stretch.to_dict())
-    return sorted(seen.values(), key=lambda s: (-s.duration_ns, s.start_ns))[:top]
+            seen.setdefault((stretch.start_ns, stretch.end_ns), (stretch, label))
+    best = sorted(seen.values(), key=lambda x: (-x[0].duration_ns, x[0].start_ns))[:top]
+    return [PooledIdleStretch(window=label, **stretch.to_dict()) for stretch, label in best]
 
 
 def _mean_metrics(recs: list[WindowRecord]) -> MetricMeans | None:

@@ -157,9 +157,10 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
     tops = _top_kernels(prep, rows[kinds == 0], rid[kinds == 0], n, options.top_kernels)
     source = prep.no_work_source.get(device)
     out = []
-    for i, w in enumerate(windows):
-        sp, bz, nwk = int(span[i]), int(busy[i]), int(no_work[i])
-        hwt, sg, ot = int(host_wait[i]), int(short_gap[i]), int(other[i])
+    columns = (span, busy, no_work, host_wait, short_gap, other, lens, stretches)
+    for i, (w, (sp, bz, nwk, hwt, sg, ot, ops, idle)) in enumerate(
+        zip(windows, zip(*(c.tolist() for c in columns), strict=True), strict=True)
+    ):
         verdict = decide(
             span_ns=sp,
             busy_ns=bz,
@@ -185,7 +186,7 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
                 end_ns=w.end_ns,
                 span_ns=sp,
                 kernels=by_kind[i][0],
-                gpu_ops=int(lens[i]),
+                gpu_ops=ops,
                 memcpys=by_kind[i][1],
                 memsets=by_kind[i][2],
                 comm_kernels=0,
@@ -206,11 +207,11 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
                 range_ns=w.range_end - w.range_start if ranged else None,  # type: ignore[operator]
                 host_ahead_ns=ahead[i],
                 attribution=w.attribution,
-                idle_stretches=int(stretches[i]),
+                idle_stretches=idle,
                 gap_p50_ns=gap_p50[i],
                 gap_p90_ns=gap_p90[i],
                 gap_p99_ns=gap_p99[i],
-                gap_max_ns=int(gap_max[i]) if stretches[i] else None,
+                gap_max_ns=gap_max[i] if idle else None,
                 top_kernels=tops[i],
                 largest_idle=largest[i],
                 metrics=None,
@@ -280,14 +281,18 @@ def _launch_numbers(prep: Prepared, rows: Ints, rid: Ints, kinds: Ints, n: int) 
     sel = has & np.take(prep.api_is_launch, calls, mode="wrap") if len(prep.api_is_launch) else has & False
     c, w, r = (calls, rid, rows) if sel.all() else (calls[sel], rid[sel], rows[sel])
     dc = np.diff(c)
-    if len(c) > 1 and not np.all((dc >= 0) | (np.diff(w) > 0)):  # one group per (window, call)
+    if len(c) > 1 and not np.all(dc >= 0) and not np.all((dc >= 0) | (np.diff(w) > 0)):  # one group per call
         order = np.lexsort((c, w))
         c, w, r = c[order], w[order], r[order]
+        dc = np.diff(c)
     head = np.ones(len(c), dtype=bool)
-    head[1:] = (c[1:] != c[:-1]) | (w[1:] != w[:-1])
-    heads = np.flatnonzero(head)
-    first_start = np.minimum.reduceat(prep.op_start[r], heads) if len(heads) else np.zeros(0, np.int64)
-    unique, uw = c[heads], w[heads]
+    head[1:] = (dc != 0) | (w[1:] != w[:-1])
+    if head.all():  # one op per call (the usual case)
+        first_start, unique, uw = prep.op_start[r], c, w
+    else:
+        heads = np.flatnonzero(head)
+        first_start = np.minimum.reduceat(prep.op_start[r], heads) if len(heads) else np.zeros(0, np.int64)
+        unique, uw = c[heads], w[heads]
     n_calls = np.bincount(uw, minlength=n).tolist()
     names = len(prep.api_names)
     by_name = np.bincount(uw * names + prep.api_name[unique], minlength=n * names).reshape(n, names)

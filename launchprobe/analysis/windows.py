@@ -748,8 +748,9 @@ def _largest_idle(
         lengths = ends - starts
     if len(lengths) > top:  # only the candidates for the top, in position order (a stable sort of them all)
         cut = np.partition(lengths, len(lengths) - top)[len(lengths) - top]
-        cand = np.flatnonzero(lengths >= cut)
-        order = cand[np.argsort(-lengths[cand], kind="stable")][:top]
+        longer = np.flatnonzero(lengths > cut)
+        cand = np.concatenate([longer, np.flatnonzero(lengths == cut)[: top - len(longer)]])  # ties: the first
+        order = cand[np.lexsort((cand, -lengths[cand]))][:top]
     else:
         order = np.argsort(-lengths, kind="stable")
     out = []
