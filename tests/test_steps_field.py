@@ -15,7 +15,15 @@ import pytest
 
 from launchprobe.analysis.steps import NO_STEPS, Step, StepResult, detect_steps
 from launchprobe.collect import load_trace
-from tests.test_field_traces import FIELD, gunzip, kineto_events, kineto_steps, nsys_steps, strip_nvtx_domain
+from tests.test_field_traces import (
+    FIELD,
+    gunzip,
+    kineto_events,
+    kineto_steps,
+    nsys_steps,
+    strip_nvtx_domain,
+    union_length,
+)
 from tests.test_field_traces import Step as Truth
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
@@ -193,3 +201,13 @@ def test_shared_trace_without_a_loop() -> None:
         pytest.skip("../shared/traces is absent")
     result = detect_steps(load_trace(path), "auto")
     assert (result.steps, result.reason) == ([], NO_STEPS)
+
+
+@pytest.mark.parametrize("name", ["A_graph_loop.sqlite.gz", "C_hf_eager.sqlite.gz", "E_classify_nsys.sqlite.gz"])
+def test_step_busy_is_its_ops_union(name: str, tmp: Path) -> None:
+    """Busy per step (from the device's idle stretches where a step is alone on it) is the union of its ops."""
+    timeline = load_trace(gunzip(name, tmp))
+    ops = timeline.gpu_ops
+    for step in detect_steps(timeline, "auto").steps:
+        intervals = sorted(zip(ops["start_ns"].to_numpy()[step.rows], ops["end_ns"].to_numpy()[step.rows]))
+        assert step.busy_ns == union_length([(int(a), int(b)) for a, b in intervals])

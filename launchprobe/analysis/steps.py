@@ -284,14 +284,14 @@ class _Raw:
     marker: Marker | None = None
     detail: str = ""
     truncated: bool = False
+    kernels: int = 0  # structure: counted from its calls; annotations: below
+    launches: int = 0
+    graph_kernels: int = 0
     # filled in for all steps at once (_with_stats)
     gpu_start: int = 0
     gpu_end: int = 0
     first_op: int = -1
     last_op: int = -1
-    kernels: int = 0
-    launches: int = 0
-    graph_kernels: int = 0
     busy: int = 0
     ops_hash: int = 0  # sum of its ops' hashes: equal for steps running the same ops, in any order
 
@@ -300,9 +300,9 @@ def _multiset_key(ops_hash: int, ops: int, graph: bool) -> str:
     return f"{ops_hash:016x}{ops:06d}{'g' if graph else 'e'}"
 
 
-def _with_stats(ctx: _Ctx, raws: list[_Raw], hashes: bool) -> list[_Raw]:
-    """Each step's first and last op, kernels, launch calls, graph kernels, busy time and (``hashes``) op hash,
-    computed for all steps in one pass (reductions over their rows laid end to end)."""
+def _with_stats(ctx: _Ctx, raws: list[_Raw], *, hashes: bool, counted: bool) -> list[_Raw]:
+    """Each step's first and last op, busy time, and (unless ``counted``) kernels, launch calls and graph kernels,
+    and (``hashes``) op hash, computed for all steps in one pass (reductions over their rows laid end to end)."""
     if not raws:
         return raws
     prep = ctx.prep
@@ -315,20 +315,50 @@ def _with_stats(ctx: _Ctx, raws: list[_Raw], hashes: bool) -> list[_Raw]:
     pos = np.arange(len(rows))
     first = rows[np.minimum.reduceat(np.where(s == g_start[seg], pos, len(rows)), heads)]
     last = rows[np.maximum.reduceat(np.where(e == g_end[seg], pos, -1), heads)]
-    kernels = np.add.reduceat((prep.op_kind[rows] == 0).astype(np.int64), heads)
-    graph = np.add.reduceat(ctx.graph_kernel[rows].astype(np.int64), heads)
+    if counted:
+        kernels, launches, graph = (np.array(x) for x in zip(*((r.kernels, r.launches, r.graph_kernels) for r in raws)))
+    else:
+        kernels = np.add.reduceat((prep.op_kind[rows] == 0).astype(np.int64), heads)
+        graph = np.add.reduceat(ctx.graph_kernel[rows].astype(np.int64), heads)
+        call = prep.op_launch[rows]
+        new_call = np.ones(len(rows), dtype=bool)
+        np.not_equal(call[1:], call[:-1], out=new_call[1:])
+        new_call[heads] = True
+        launches = np.add.reduceat((new_call & (call >= 0)).astype(np.int64), heads)
     ops_hash = np.add.reduceat(ctx.op_hash[rows], heads) if hashes else np.zeros(len(raws), dtype=np.uint64)
-    call = prep.op_launch[rows]
-    new_call = np.ones(len(rows), dtype=bool)
-    np.not_equal(call[1:], call[:-1], out=new_call[1:])
-    new_call[heads] = True
-    launches = np.add.reduceat((new_call & (call >= 0)).astype(np.int64), heads)
-    busy = _busy(s, e, seg, heads, g_start, g_end)
+    devices = {r.device for r in raws}
+    alone = _busy_alone(prep, devices.pop(), g_start, g_end, lens) if len(devices) == 1 else None
+    busy = alone if alone is not None else _busy(s, e, seg, heads, g_start, g_end)
     columns = (g_start, g_end, first, last, kernels, launches, graph, busy, ops_hash)
     for r, values in zip(raws, zip(*(c.tolist() for c in columns), strict=True), strict=True):
         (r.gpu_start, r.gpu_end, r.first_op, r.last_op, r.kernels, r.launches, r.graph_kernels, r.busy,
          r.ops_hash) = values  # fmt: skip
     return raws
+
+
+def _busy_alone(prep: Prepared, device: int, lo: Ints, hi: Ints, lens: Ints) -> Ints | None:
+    """Busy time of each step from its device's idle stretches, where every step's ops are all the device's ops
+    inside its GPU span (a one-stream loop): the span minus the idle in it. None otherwise."""
+    dev = prep.devices.get(device)
+    if dev is None or not len(dev.idle_start):
+        return None
+    inside = np.searchsorted(dev.starts, hi, side="left") - np.searchsorted(dev.max_end, lo, side="right")
+    if not np.array_equal(inside, lens):
+        return None
+    length = dev.idle_end - dev.idle_start
+    length[0] = length[-1] = 0  # the unbounded stretches before the first op and after the last
+    total = _cumsum0(length)
+    first = np.searchsorted(dev.idle_end, lo, side="right")
+    last = np.searchsorted(dev.idle_start, hi, side="left") - 1  # the stretches [first, last] meet the span
+    n = len(dev.idle_start)
+
+    def clipped(i: Ints) -> Ints:
+        j = np.clip(i, 0, n - 1)
+        return np.maximum(np.minimum(dev.idle_end[j], hi) - np.maximum(dev.idle_start[j], lo), 0)
+
+    idle = np.where(last > first, total[np.maximum(last, 0)] - total[np.minimum(first + 1, n)] + clipped(last), 0)
+    idle = np.where(last >= first, idle + clipped(first), 0)
+    return (hi - lo) - idle
 
 
 def _busy(s: Ints, e: Ints, seg: Ints, heads: Ints, g_start: Ints, g_end: Ints) -> Ints:
@@ -942,10 +972,14 @@ def _device_raws(
         period, signal = np.concatenate([period, period[near]]), np.concatenate([signal, signal[near]])
         short = np.concatenate([short, cut])
     prep = ctx.prep
-    lo_op, hi_op = ev.off[a].tolist(), ev.off[b + 1].tolist()
+    lo_op, hi_op = ev.off[a], ev.off[b + 1]
+    kernels = (ev.kernels[hi_op] - ev.kernels[lo_op]).tolist()
+    graph = (ev.graph_kernels[hi_op] - ev.graph_kernels[lo_op]).tolist()
+    calls = _cumsum0(ev.nops > 0)
+    launches = (calls[b + 1] - calls[a]).tolist()
     starts, ends = ev.start[a].tolist(), ev.end[b].tolist()
     out = []
-    for i, (x, y) in enumerate(zip(lo_op, hi_op, strict=True)):
+    for i, (x, y) in enumerate(zip(lo_op.tolist(), hi_op.tolist(), strict=True)):
         rows = ev.ops[x:y]
         name, detail = signals[int(signal[i])]
         out.append(
@@ -961,6 +995,9 @@ def _device_raws(
                 period=int(period[i]),
                 detail=detail,
                 truncated=bool(short[i]),
+                kernels=kernels[i],
+                launches=launches[i],
+                graph_kernels=graph[i],
             )
         )
     return out
@@ -971,7 +1008,7 @@ def _device_raws(
 
 def _finish(ctx: _Ctx, raws: list[_Raw], mode: str) -> tuple[list[Step], list[StepKind]]:
     prep = ctx.prep
-    raws = _with_stats(ctx, raws, hashes=mode == "annotations")
+    raws = _with_stats(ctx, raws, hashes=mode == "annotations", counted=mode == "structure")
     if mode == "annotations":
         raws = _annotation_keys(raws)
     steps: list[Step] = []
