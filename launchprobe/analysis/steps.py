@@ -544,14 +544,11 @@ def _slice(ev: _Events, lo: int, hi: int) -> _Events:
 _FAR = np.iinfo(np.int64).max
 
 
-def _quiet(starts: Ints, ends: Ints, quiet_ns: int) -> tuple[Ints, Ints]:
-    """The stretches of at least ``quiet_ns`` with none of the intervals running, unbounded ones included."""
+def _quiet(starts: Ints, reach: Ints, quiet_ns: int) -> tuple[Ints, Ints]:
+    """The stretches of at least ``quiet_ns`` with none of the intervals running, unbounded ones included
+    (``starts`` sorted, ``reach`` the running max of their ends)."""
     if not len(starts):
         return np.array([-_FAR]), np.array([_FAR])
-    if np.any(starts[1:] < starts[:-1]):
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
     gap = np.flatnonzero(starts[1:] - reach[:-1] >= quiet_ns)
     return (
         np.concatenate([[-_FAR], reach[gap], reach[-1:]]),
@@ -559,15 +556,28 @@ def _quiet(starts: Ints, ends: Ints, quiet_ns: int) -> tuple[Ints, Ints]:
     )
 
 
+def _in_order(starts: Ints, ends: Ints) -> tuple[Ints, Ints]:
+    """Starts sorted and the running max of the ends in that order."""
+    if np.any(starts[1:] < starts[:-1]):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    return starts, np.maximum.accumulate(ends) if len(ends) else ends
+
+
 def _active_periods(ctx: _Ctx, pid: int, device: int, quiet_ns: int) -> Ints:
     """Start times of the active periods (sorted; a period runs until the next start): split where, for
     ``quiet_ns``, no op of the process runs on the device and no API call of the process runs (the two sets' quiet
     stretches intersected)."""
     prep = ctx.prep
-    ops = np.flatnonzero((prep.op_device == device) & (prep.op_pid == pid))
-    api = np.flatnonzero(prep.api_pid == pid)
-    a_lo, a_hi = _quiet(prep.op_start[ops], prep.op_end[ops], quiet_ns)
-    b_lo, b_hi = _quiet(prep.api_start[api], prep.api_end[api], quiet_ns)
+    dev = prep.devices.get(device)
+    if len(ctx.pid_devices) == 1 and dev is not None:  # the device's own, already in order
+        op_starts, op_reach = dev.starts, dev.max_end
+    else:
+        ops = np.flatnonzero((prep.op_device == device) & (prep.op_pid == pid))
+        op_starts, op_reach = _in_order(prep.op_start[ops], prep.op_end[ops])
+    _, api_starts, api_reach = prep.api_index(pid)
+    a_lo, a_hi = _quiet(op_starts, op_reach, quiet_ns)
+    b_lo, b_hi = _quiet(api_starts, api_reach, quiet_ns)
     starts = [-_FAR]
     for lo, hi in zip(a_lo.tolist(), a_hi.tolist(), strict=True):
         j, stop = int(np.searchsorted(b_hi, lo, side="right")), int(np.searchsorted(b_lo, hi, side="left"))

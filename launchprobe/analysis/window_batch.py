@@ -75,13 +75,16 @@ def _per(values: npt.NDArray[Any], counts: Ints) -> npt.NDArray[Any]:
     return out
 
 
-def _sorted_within(values: Ints, group: Ints) -> Ints:
-    """``values`` sorted within each group (``group`` ascending, as laid out)."""
+def _sorted_within(values: Ints, counts: Ints) -> Ints:
+    """``values`` sorted within each group (laid out group after group, ``counts`` each)."""
     if not len(values):
         return values
+    if counts.min() == counts.max():  # groups of one size: rows of a matrix
+        return np.sort(values.reshape(len(counts), -1), axis=1).ravel()
+    group = np.repeat(np.arange(len(counts)), counts)
     low, high = int(values.min()), int(values.max())
     width = high - low + 1
-    if low >= 0 and (int(group[-1]) + 1) * width < 1 << 62:  # one sort of a combined key
+    if low >= 0 and len(counts) * width < 1 << 62:  # one sort of a combined key
         return np.sort(group * width + (values - low), kind="stable") - group * width + low
     return values[np.lexsort((values, group))]
 
@@ -100,7 +103,7 @@ def _quantiles(ordered: Ints, counts: Ints) -> list[list[int | None]]:
 def _distributions(values: Ints, group: Ints, n: int) -> list[Distribution]:
     """``windows.distribution`` of each group's values."""
     counts = np.bincount(group, minlength=n).astype(np.int64)
-    ordered = _sorted_within(values, group)
+    ordered = _sorted_within(values, counts)
     p50, p90, p99 = _quantiles(ordered, counts)
     heads = np.cumsum(counts) - counts
     sums = _per(ordered, counts).tolist()
@@ -142,7 +145,7 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
     short_gap = _per(lengths * (cls == SHORT_GAP), stretches)
     other = _per(lengths * (cls == OTHER), stretches)
     busy = span - _per(lengths, stretches)
-    ordered = _sorted_within(lengths, wid)
+    ordered = _sorted_within(lengths, stretches)
     gap_p50, gap_p90, gap_p99 = _quantiles(ordered, stretches)
     gap_max = ordered[np.maximum(np.cumsum(stretches) - 1, 0)].tolist() if len(ordered) else [0] * n
     largest = _largest_idle(prep, dev, s, e, nxt, cls, nw, wid, stretches, options.largest_idle)

@@ -128,7 +128,7 @@ class Prepared:
                 )
         return self._own[key][1]
 
-    def _api_index(self, pid: int) -> tuple[Ints, Ints, Ints]:
+    def api_index(self, pid: int) -> tuple[Ints, Ints, Ints]:
         """The process's API calls in start order: rows, starts, running max of ends."""
         if pid not in self._api_by_pid:
             rows = np.nonzero(self.api_pid == pid)[0]
@@ -144,7 +144,7 @@ class Prepared:
 
     def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
         """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
-        order, starts, max_end = self._api_index(pid)
+        order, starts, max_end = self.api_index(pid)
         first = int(np.searchsorted(max_end, lo, side="right"))
         last = int(np.searchsorted(starts, hi, side="left"))
         if last <= first:
@@ -156,7 +156,7 @@ class Prepared:
 
     def api_in_flight_many(self, pid: int, lo: Ints, hi: Ints) -> Ints:
         """``api_in_flight`` for each [lo, hi) at once (ties: the first call in start order, as argmax)."""
-        order, starts, max_end = self._api_index(pid)
+        order, starts, max_end = self.api_index(pid)
         first = np.searchsorted(max_end, lo, side="right")
         count = np.maximum(np.searchsorted(starts, hi, side="left") - first, 0)
         out = np.full(len(lo), -1, dtype=np.int64)
