@@ -731,6 +731,15 @@ def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[TopKernel]:
     ]
 
 
+def _top_value(values: Ints, top: int) -> int:
+    """The ``top``-th largest value (``np.partition``'s at ``len - top``), by peeling off the largest distinct
+    values: a few linear passes, where introselect slows down on a million equal gaps and a few longer ones."""
+    cut = int(values.max())
+    while np.count_nonzero(values >= cut) < top:
+        cut = int(values[values < cut].max())
+    return cut
+
+
 def _largest_idle(
     prep: Prepared,
     dev: DeviceOps,
@@ -747,7 +756,7 @@ def _largest_idle(
     if lengths is None:
         lengths = ends - starts
     if len(lengths) > top:  # only the candidates for the top, in position order (a stable sort of them all)
-        cut = np.partition(lengths, len(lengths) - top)[len(lengths) - top]
+        cut = _top_value(lengths, top)
         longer = np.flatnonzero(lengths > cut)
         cand = np.concatenate([longer, np.flatnonzero(lengths == cut)[: top - len(longer)]])  # ties: the first
         order = cand[np.lexsort((cand, -lengths[cand]))][:top]
