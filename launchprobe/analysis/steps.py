@@ -18,9 +18,10 @@ Pure functions of a Timeline (numpy; per-step work is vectorised across steps). 
 
 A step owns the GPU time from the end of the previous step's work (same process and device, same active period)
 to the end of its own work; the first step of a period owns from its own first op. Steps running the same ops (up
-to ``MERGE_SHARE`` of them) are one kind; kinds that never run twice in a row and sit next to no such kind of
-about as many kernels are a call's setup, not steps. A kind's steps slower than ``OUTLIER_FACTOR`` times its
-median, and steps cut short by the capture, are kept out of its statistics and listed.
+to ``MERGE_SHARE`` of them) are one kind, split where their GPU busy times fall into groups ``BUSY_SPLIT`` apart
+(batch buckets); kinds that never run ``MIN_STEPS`` times in a row and sit next to no such kind of about as many
+kernels are a call's setup, not steps. A kind's steps slower than ``OUTLIER_FACTOR`` times its median, and steps
+cut short by the capture, are kept out of its statistics and listed.
 """
 
 from __future__ import annotations
