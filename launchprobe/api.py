@@ -176,9 +176,11 @@ def run_of(
     in it (``steps``: auto | annotations | off; None: the default) — what ``analyze`` and ``nsys`` both do."""
     from launchprobe.analysis.step_run import add_steps, resolve_mode
     from launchprobe.analysis.trace_run import build_run
+    from launchprobe.analysis.windows import prepare
 
-    run = build_run(timeline, options, extra_notices=list(notices), extra_source=source)
-    add_steps(run, timeline, options, resolve_mode(steps, timeline, options.ranges))
+    prep = prepare(timeline, options)  # once, for the windows and the steps
+    run = build_run(timeline, options, extra_notices=list(notices), extra_source=source, prep=prep)
+    add_steps(run, timeline, options, resolve_mode(steps, timeline, options.ranges), prep)
     return run
 
 

@@ -93,6 +93,114 @@ def test_sequence_signal_cuts_where_the_host_pauses() -> None:
     assert {s.signal for s in result.steps} == {"repeating launch sequence"}
 
 
+SYNC = ("sync", 0, 0)
+
+
+def _calls(events: list[tuple[str, int, int]]) -> Timeline:
+    """One process, one stream: each event (name, host gap before its call, GPU ns) is a kernel launch, or with
+    name "sync" a cudaStreamSynchronize that returns when the GPU has run everything before it."""
+    t, gpu_free = 0, 0
+    ops: dict[str, list[object]] = {k: [] for k in ("name", "start_ns", "end_ns", "correlation_id")}
+    api: dict[str, list[object]] = {k: [] for k in ("name", "start_ns", "end_ns", "correlation_id")}
+    for corr, (name, gap, gpu_ns) in enumerate(events):
+        t += gap
+        if name == "sync":
+            end = max(t + 1_000, gpu_free + 1_000)
+            api["name"].append("cudaStreamSynchronize")
+        else:
+            end = t + 4_000
+            start = max(end + 1_000, gpu_free + 500)
+            gpu_free = start + gpu_ns
+            ops["name"].append(name)
+            ops["start_ns"].append(start)
+            ops["end_ns"].append(gpu_free)
+            ops["correlation_id"].append(corr)
+            api["name"].append("cudaLaunchKernel")
+        api["start_ns"].append(t)
+        api["end_ns"].append(end)
+        api["correlation_id"].append(corr)
+        t = end
+    n, m = len(ops["name"]), len(api["name"])
+    gpu = pd.DataFrame(
+        {**ops, "kind": ["kernel"] * n, "device": 0, "stream": 7, "pid": 1, "graph_node_id": -1, "bytes": 0}
+    )
+    calls = pd.DataFrame({**api, "category": [api_category(str(x)) for x in api["name"]], "pid": [1] * m, "tid": 1})
+    return Timeline(
+        gpu_ops=conform(gpu, GPU_OP_COLUMNS), api_calls=conform(calls, API_CALL_COLUMNS), ranges=_no_ranges()
+    )
+
+
+def _step(
+    names: list[str], gpu_ns: int = 3_000, first_gap: int = 100_000, sync: bool = True
+) -> list[tuple[str, int, int]]:
+    return [(n, first_gap if i == 0 else 2_000, gpu_ns) for i, n in enumerate(names)] + ([SYNC] if sync else [])
+
+
+def test_steps_alike_in_any_order() -> None:
+    """DDP-like: each step launches the same kernels in another order; the syncs that end them still cut steps."""
+    rng = np.random.default_rng(3)
+    names = [f"k{i}" for i in range(12)]
+    result = detect_steps(_calls([e for _ in range(6) for e in _step(list(rng.permutation(names)))]), "auto")
+    assert len(result.steps) == 6 and len(result.kinds) == 1
+
+
+def test_last_step_cut_short_by_the_capture() -> None:
+    """The capture ends inside the last step: its calls so far begin a step's sequence, so it is that step, cut
+    short, listed but kept out of its kind's numbers."""
+    names = [f"k{i}" for i in range(10)]
+    events = [e for _ in range(5) for e in _step(names)] + _step(names[:4], sync=False)
+    result = detect_steps(_calls(events), "auto")
+    last = max(result.steps, key=lambda s: s.end_ns)
+    assert len(result.steps) == 6 and last.truncated and last.outlier and last.kernels == 4
+    (kind,) = result.kinds
+    assert kind.instances == 5 and kind.outliers == (last.index,)
+
+
+def test_warmup_step_stalled_across_a_quiet_stretch() -> None:
+    """No sync, no graph: the first step stalls 300 ms (compiling) after its first launch; its calls are the
+    step's sequence, so it is a step (owning from its own first op: an outlier), not two halves."""
+    step = ["embed", *["norm", "qkv", "attn", "mlp"] * 3, "head", "argmax"]
+    events = [(n, 200_000 if i == 0 else 1_000, 3_000) for _ in range(8) for i, n in enumerate(step)]
+    events[1] = (events[1][0], 300_000_000, 3_000)  # longer than the quiet stretch that splits active periods
+    result = detect_steps(_calls(events), "auto")
+    assert len(result.steps) == 8 and {s.kernels for s in result.steps} == {len(step)}
+    first = min(result.steps, key=lambda s: s.end_ns)
+    assert first.outlier and first.span_ns > 300_000_000
+
+
+def test_batch_buckets_are_kinds() -> None:
+    """The same kernels, slower at the larger batch: one kind per bucket, told apart by GPU busy time."""
+    names = [f"k{i}" for i in range(10)]
+    events = [e for _ in range(6) for e in _step(names, 3_000)] + [e for _ in range(6) for e in _step(names, 3_600)]
+    result = detect_steps(_calls(events), "auto")
+    assert len(result.steps) == 12 and len(result.kinds) == 2
+    assert {k.instances for k in result.kinds} == {6}
+    assert all(k.label.startswith("step, eager, 10 ops, ") and k.label.endswith(" ms busy") for k in result.kinds)
+
+
+def test_prefill_before_decode_steps() -> None:
+    """generate()-like: setup work, one prefill forward (other attention kernels, more GPU time), decode forwards;
+    twice. The prefill is its own kind, labelled so; the setup is no step."""
+    decode = [f"layer{i}" for i in range(20)]
+    prefill = [n.replace("layer1", "prefill_attn") for n in decode]
+    setup = _step(["arange", "fill"]) + _step(["mask", "cumsum", "copy"])
+    events = []
+    for _ in range(2):
+        events += setup + _step(prefill, 6_000) + [e for _ in range(8) for e in _step(decode)]
+    result = detect_steps(_calls(events), "auto")
+    labels = sorted(k.label for k in result.kinds)
+    assert labels == ["decode, eager, 20 ops", "prefill, eager, 20 ops"]
+    assert len(result.steps) == 18
+
+
+def test_layer_is_not_a_step() -> None:
+    """A few eager forwards of a 16-layer model with no per-step sync, too few to be a loop: the layer repeats,
+    but the ops that run once per forward break its repeat at the forward's period, so no steps."""
+    step = ["embed", *[f"l{j}" for j in range(6)] * 16, "head", "argmax"]
+    events = [(n, 200_000 if i == 0 else 1_000, 3_000) for _ in range(2) for i, n in enumerate(step)]
+    assert detect_steps(_calls(events), "auto").reason == NO_STEPS
+
+
 def test_no_loop() -> None:
     rng = np.random.default_rng(1)
     names = [f"k{int(x)}" for x in rng.integers(0, 400, 300)]

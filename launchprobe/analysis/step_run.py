@@ -8,7 +8,8 @@ import numpy as np
 from launchprobe.analysis.step_picture import step_picture, typical_instance
 from launchprobe.analysis.steps import Step, StepResult, detect_steps, has_markers, percentile
 from launchprobe.analysis.trace_run import summarize
-from launchprobe.analysis.windows import AnalysisOptions, Prepared, Window, prepare, top_kernels, window_record
+from launchprobe.analysis.window_batch import window_records
+from launchprobe.analysis.windows import AnalysisOptions, Prepared, Window, prepare, top_kernels
 from launchprobe.run.schema import AnalyzeRun, OutlierInstance, Summary
 from launchprobe.run.schema import Window as WindowRecord
 from launchprobe.timeline import Timeline
@@ -35,24 +36,26 @@ def step_records(
     prep = prep or prepare(timeline, options)
     result = detect_steps(timeline, "annotations" if mode == "annotations" else "auto", prep=prep)
     kinds = {(k.device, k.key): k for k in result.kinds}
-    records: list[WindowRecord] = []
-    members: dict[tuple[int, str], list[tuple[Step, WindowRecord]]] = {}
+    steps = sorted(result.steps, key=lambda s: (s.device, s.end_ns))
+    windows: list[Window] = []
     counters: dict[tuple[int, str], int] = {}
-    for step in sorted(result.steps, key=lambda s: (s.device, s.end_ns)):
+    for step in steps:
         kind = kinds[(step.device, step.kind)]
         n = counters.get((step.device, step.kind), 0)
         counters[(step.device, step.kind)] = n + 1
-        window = Window(
-            STEP_PREFIX + kind.label, step.device, step.start_ns, step.end_ns, step.rows, n, step.pid, step.tid
+        windows.append(
+            Window(STEP_PREFIX + kind.label, step.device, step.start_ns, step.end_ns, step.rows, n, step.pid, step.tid)
         )
-        rec = window_record(window, prep, timeline, options)
+    records = window_records(windows, prep, timeline, options)  # all at once: thousands of steps
+    members: dict[tuple[int, str], list[tuple[Step, WindowRecord]]] = {}
+    for step, rec in zip(steps, records, strict=True):
+        kind = kinds[(step.device, step.kind)]
         rec.step_kind = kind.label
         rec.detected_by = kind.detected_by
         rec.gpu_start_ns = step.gpu_start_ns
         rec.host_start_ns = step.host_start_ns
         rec.host_end_ns = step.host_end_ns
         rec.outlier = step.outlier
-        records.append(rec)
         members.setdefault((step.device, step.kind), []).append((step, rec))
     has_metrics = timeline.metrics is not None and len(timeline.metrics) > 0
     summaries: list[Summary] = []
@@ -71,7 +74,7 @@ def step_records(
             for s, r in pairs
             if s.outlier
         ]
-        rows = np.unique(np.concatenate([s.rows for s, _ in typical]))
+        rows = np.concatenate([s.rows for s, _ in typical])  # steps share no op
         summary.top_kernels = top_kernels(prep, rows, options.top_kernels)
         summary.typical_step = step_picture(*typical_instance(typical, summary.span_p50_ns), prep)
         summaries.append(summary)
@@ -79,13 +82,15 @@ def step_records(
     return result, records, summaries
 
 
-def add_steps(run: AnalyzeRun, timeline: Timeline, options: AnalysisOptions, mode: str) -> StepResult:
+def add_steps(
+    run: AnalyzeRun, timeline: Timeline, options: AnalysisOptions, mode: str, prep: Prepared | None = None
+) -> StepResult:
     """Append the step windows and kind summaries to ``run`` (after its own), with a notice saying how the steps
-    were found or why there are none."""
+    were found or why there are none. ``prep``: the trace as the run's own analysis prepared it."""
     run.config.steps = mode
     if mode == "off":
         return StepResult("none", [], [], "step detection off")
-    result, records, summaries = step_records(timeline, options, mode)
+    result, records, summaries = step_records(timeline, options, mode, prep)
     from launchprobe.analysis.predict import annotate_run
 
     annotate_run(records, summaries, run.environment.gpu)

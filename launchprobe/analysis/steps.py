@@ -1,7 +1,7 @@
 """Steps of a trace: the iterations of a decode (or training) loop, found from engines' step markers or from the
 trace's own structure, and sorted into kinds (docs/analysis.md, "Steps").
 
-Pure functions of a Timeline (numpy, no per-op Python loops). Two sources:
+Pure functions of a Timeline (numpy; per-step work is vectorised across steps). Two sources:
 
 - ``annotations``: step ranges of known engines recognised by name (vLLM ``execute_context_<n>(<t>)_generation_<m>
   (<t>)`` and ``execute_new_<n>_cached_<m>``, SGLang ``step[DECODE bs=<n>]`` / ``step[EXTEND bs=<n> toks=<m>]`` /
@@ -11,13 +11,17 @@ Pure functions of a Timeline (numpy, no per-op Python loops). Two sources:
   running and no API call of the process for ``quiet_ns``), and each period into iterations by the first signal
   that repeats: the host synchronisation that ends a step (a blocking sync or synchronous device-to-host copy),
   one (or a fixed number of) graph launch(es) per step, or the period of the launch sequence itself (kernel names
-  and API calls). A signal is used only when at least ``MIN_STEPS`` iterations of identical launch sequences cover
-  at least half of the period's work; otherwise the period has no steps ("no repeating steps found").
+  and API calls). A signal is used only when at least ``MIN_STEPS`` iterations running the same ops cover at least
+  half of the period's work; otherwise the period has no steps ("no repeating steps found"). Uncovered calls next
+  to a step that repeat its launch sequence exactly are a step too (a warm-up step stalled across a quiet stretch),
+  and so, at the capture's start or end, are the calls that begin or end its sequence (a step cut short).
 
 A step owns the GPU time from the end of the previous step's work (same process and device, same active period)
-to the end of its own work; the first step of a period owns from its own first op. Steps with the same launch
-sequence (and, for annotations, the same parsed phase and batch) are one kind; a kind's steps slower than
-``OUTLIER_FACTOR`` times its median are warm-up / compilation steps, kept out of its statistics and listed.
+to the end of its own work; the first step of a period owns from its own first op. Steps running the same ops (up
+to ``MERGE_SHARE`` of them) are one kind, split where their GPU busy times fall into groups ``BUSY_SPLIT`` apart
+(batch buckets); kinds that never run ``MIN_STEPS`` times in a row and sit next to no such kind of about as many
+kernels are a call's setup, not steps. A kind's steps slower than ``OUTLIER_FACTOR`` times its median, and steps
+cut short by the capture, are kept out of its statistics and listed.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +41,8 @@ from launchprobe.timeline import Timeline
 
 Ints = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
+Bools = npt.NDArray[np.bool_]
+T = TypeVar("T")
 
 MIN_STEPS = 3  # fewer iterations than this are not a loop
 MIN_OPS = 2  # a step runs at least this many GPU ops, one a kernel
@@ -46,13 +53,22 @@ MATCH_MIN = 0.5  # a grouping of segments must repeat at least this often (lag s
 SEQ_MATCH_MIN = 0.75  # the launch sequence must match itself at the step period at least this often
 BOUNDARY_RATIO = 2.0  # a step boundary: the host's median gap there is at least this times its median gap
 OUTLIER_FACTOR = 3.0  # a step slower than this times its kind's median span is warm-up / compilation
+MERGE_SHARE = 0.1  # kinds whose op names differ in at most this share of their ops are one kind
+BUSY_SPLIT = 0.05  # a kind whose steps' GPU busy times fall into groups this far apart is one kind per group
+LIKE_KERNELS = 0.25  # "about as many kernels": within this share
 MODES = ("auto", "annotations", "off")
 
 SIGNAL_ANNOTATION = "annotation"
 SIGNAL_SYNC = "host sync"
 SIGNAL_GRAPH = "graph launch"
 SIGNAL_SEQUENCE = "repeating launch sequence"
+SIGNALS = (SIGNAL_SYNC, SIGNAL_GRAPH, SIGNAL_SEQUENCE)
 NO_STEPS = "no repeating steps found"
+
+SYNC_COPY_NAMES = frozenset({"cudaMemcpy", "cuMemcpyDtoH", "cuMemcpy", "hipMemcpy", "hipMemcpyDtoH"})
+GRAPH_NAMES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+_KIND_MIX = np.uint64(0x2545F4914F6CDD1D)
 
 # --- engine step markers ------------------------------------------------------------------------------------------
 
@@ -118,14 +134,14 @@ def parse_marker(name: str) -> Marker | None:
 class Step:
     """One detected step on one device."""
 
-    index: int  # in start order over the device's steps
+    index: int  # in end order over the device's steps
     device: int
     pid: int
     tid: int | None
     start_ns: int  # the period the step owns: from the end of the previous step's work...
     end_ns: int  # ...to the end of its own work
     gpu_start_ns: int  # its own first op's start
-    first_op: int  # gpu_ops rows of its first and last op (by end)
+    first_op: int  # gpu_ops rows of its first op (by start) and last op (by end)
     last_op: int
     host_start_ns: int  # its first host call (or the range's start)
     host_end_ns: int  # its last host call's end (or the range's end)
@@ -135,11 +151,13 @@ class Step:
     kernels: int
     launches: int  # launch calls (kernel, graph, copy, set) that launched its ops
     graph_kernels: int  # kernels replayed from a graph
-    rows: Ints = field(repr=False, compare=False)  # its gpu_ops rows, sorted
+    busy_ns: int  # union of its own ops' intervals
+    rows: Ints = field(repr=False, compare=False)  # its gpu_ops rows, in launch order
     name: str | None = None  # the range's name (annotations)
     batch: int | None = None
     tokens: int | None = None
-    outlier: bool = False  # warm-up / compilation: kept out of its kind's statistics
+    outlier: bool = False  # warm-up / compilation, or cut short: kept out of its kind's statistics
+    truncated: bool = False  # cut short by the capture's start or end
 
     @property
     def span_ns(self) -> int:
@@ -153,7 +171,7 @@ class StepKind:
     device: int
     detected_by: str  # the signal, with its detail ("host sync (cudaStreamSynchronize)")
     instances: int  # steps in its statistics (outliers excluded)
-    outliers: tuple[int, ...]  # indices (Step.index) of its warm-up / compilation steps
+    outliers: tuple[int, ...]  # indices (Step.index) of its warm-up / compilation / cut-short steps
     ops: int  # modal ops per step
     kernels: int
     span_p50_ns: int
@@ -187,6 +205,183 @@ def percentile(values: Ints, q: int) -> int:
     return int(part[k])
 
 
+def _cumsum0(values: npt.NDArray[np.generic]) -> Ints:
+    """Prefix sums with a leading 0: the sum over [a, b) is out[b] - out[a]."""
+    out = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(values, dtype=np.int64, out=out[1:])
+    return out
+
+
+def _hashsum0(values: U64) -> U64:
+    """``_cumsum0`` of hashes, wrapping modulo 2**64."""
+    out = np.zeros(len(values) + 1, dtype=np.uint64)
+    np.cumsum(values, dtype=np.uint64, out=out[1:])
+    return out
+
+
+def _ordered(major: Ints, minor: Ints) -> bool:
+    """Whether (major, minor) pairs are already in lexicographic order."""
+    if len(major) < 2:
+        return True
+    dm = np.diff(major)
+    return bool(np.all((dm > 0) | ((dm == 0) & (np.diff(minor) >= 0))))
+
+
+@dataclass
+class _Ctx:
+    timeline: Timeline
+    prep: Prepared
+    api_hash: U64  # per api name code (its canonical name)
+    api_canon: list[str]
+    is_sync: Bools  # per api name code: a blocking sync (...Synchronize)
+    is_sync_copy: Bools  # a synchronous copy
+    is_graph: Bools  # a graph launch
+    name_hash: U64  # per op name code
+    op_hash: U64  # per op: its name and kind (a step's kind key sums them)
+    graph_kernel: Bools  # per op: a kernel replayed by a graph launch
+    pid_devices: list[tuple[int, int]]  # (process, device) pairs with GPU ops
+
+
+def _context(timeline: Timeline, prep: Prepared) -> _Ctx:
+    canon = [canonical_api_name(n) for n in prep.api_names]
+    is_graph = np.array([n in GRAPH_NAMES for n in canon], dtype=bool)
+    name_hash = _hash_names(prep.op_names, "op:")
+    with np.errstate(over="ignore"):
+        op_hash = name_hash[prep.op_name] + prep.op_kind.astype(np.uint64) * _KIND_MIX
+    launch = prep.op_launch
+    if len(prep.api_name):  # -1 (no launch call) wraps to some call, masked below
+        graph_call = np.take(is_graph[prep.api_name], launch, mode="wrap") & (launch >= 0)
+    else:
+        graph_call = np.zeros(len(launch), dtype=bool)
+    return _Ctx(
+        timeline=timeline,
+        prep=prep,
+        api_hash=_hash_names(canon, "api:"),
+        api_canon=canon,
+        is_sync=np.array([n.endswith("Synchronize") for n in canon], dtype=bool),
+        is_sync_copy=np.array([n in SYNC_COPY_NAMES for n in canon], dtype=bool),
+        is_graph=is_graph,
+        name_hash=name_hash,
+        op_hash=op_hash.astype(np.uint64),
+        graph_kernel=graph_call & (prep.op_kind == 0),
+        pid_devices=_pid_devices(prep),
+    )
+
+
+@dataclass
+class _Raw:
+    """A step before its owned period and kind are settled."""
+
+    device: int
+    pid: int
+    tid: int | None
+    rows: Ints
+    host_start: int
+    host_end: int
+    signal: str
+    key: str  # kind key (op multiset, or marker label)
+    period: int  # active period number (steps own time only within one)
+    name: str | None = None
+    marker: Marker | None = None
+    detail: str = ""
+    truncated: bool = False
+    kernels: int = 0  # structure: counted from its calls; annotations: below
+    launches: int = 0
+    graph_kernels: int = 0
+    # filled in for all steps at once (_with_stats)
+    gpu_start: int = 0
+    gpu_end: int = 0
+    first_op: int = -1
+    last_op: int = -1
+    busy: int = 0
+    ops_hash: int = 0  # sum of its ops' hashes: equal for steps running the same ops, in any order
+
+
+def _multiset_key(ops_hash: int, ops: int, graph: bool) -> str:
+    return f"{ops_hash:016x}{ops:06d}{'g' if graph else 'e'}"
+
+
+def _with_stats(ctx: _Ctx, raws: list[_Raw], *, hashes: bool, counted: bool) -> list[_Raw]:
+    """Each step's first and last op, busy time, and (unless ``counted``) kernels, launch calls and graph kernels,
+    and (``hashes``) op hash, computed for all steps in one pass (reductions over their rows laid end to end)."""
+    if not raws:
+        return raws
+    prep = ctx.prep
+    lens = np.array([len(r.rows) for r in raws], dtype=np.int64)
+    rows = np.concatenate([r.rows for r in raws])
+    heads = _cumsum0(lens)[:-1]
+    seg = np.repeat(np.arange(len(raws)), lens)
+    s, e = prep.op_start[rows], prep.op_end[rows]
+    g_start, g_end = np.minimum.reduceat(s, heads), np.maximum.reduceat(e, heads)
+    pos = np.arange(len(rows))
+    first = rows[np.minimum.reduceat(np.where(s == g_start[seg], pos, len(rows)), heads)]
+    last = rows[np.maximum.reduceat(np.where(e == g_end[seg], pos, -1), heads)]
+    if counted:
+        kernels, launches, graph = (np.array(x) for x in zip(*((r.kernels, r.launches, r.graph_kernels) for r in raws)))
+    else:
+        kernels = np.add.reduceat((prep.op_kind[rows] == 0).astype(np.int64), heads)
+        graph = np.add.reduceat(ctx.graph_kernel[rows].astype(np.int64), heads)
+        call = prep.op_launch[rows]
+        new_call = np.ones(len(rows), dtype=bool)
+        np.not_equal(call[1:], call[:-1], out=new_call[1:])
+        new_call[heads] = True
+        launches = np.add.reduceat((new_call & (call >= 0)).astype(np.int64), heads)
+    ops_hash = np.add.reduceat(ctx.op_hash[rows], heads) if hashes else np.zeros(len(raws), dtype=np.uint64)
+    devices = {r.device for r in raws}
+    alone = _busy_alone(prep, devices.pop(), g_start, g_end, lens) if len(devices) == 1 else None
+    busy = alone if alone is not None else _busy(s, e, seg, heads, g_start, g_end)
+    columns = (g_start, g_end, first, last, kernels, launches, graph, busy, ops_hash)
+    for r, values in zip(raws, zip(*(c.tolist() for c in columns), strict=True), strict=True):
+        (r.gpu_start, r.gpu_end, r.first_op, r.last_op, r.kernels, r.launches, r.graph_kernels, r.busy,
+         r.ops_hash) = values  # fmt: skip
+    return raws
+
+
+def _busy_alone(prep: Prepared, device: int, lo: Ints, hi: Ints, lens: Ints) -> Ints | None:
+    """Busy time of each step from its device's idle stretches, where every step's ops are all the device's ops
+    inside its GPU span (a one-stream loop): the span minus the idle in it. None otherwise."""
+    dev = prep.devices.get(device)
+    if dev is None or not len(dev.idle_start):
+        return None
+    inside = np.searchsorted(dev.starts, hi, side="left") - np.searchsorted(dev.max_end, lo, side="right")
+    if not np.array_equal(inside, lens):
+        return None
+    length = dev.idle_end - dev.idle_start
+    length[0] = length[-1] = 0  # the unbounded stretches before the first op and after the last
+    total = _cumsum0(length)
+    first = np.searchsorted(dev.idle_end, lo, side="right")
+    last = np.searchsorted(dev.idle_start, hi, side="left") - 1  # the stretches [first, last] meet the span
+    n = len(dev.idle_start)
+
+    def clipped(i: Ints) -> Ints:
+        j = np.clip(i, 0, n - 1)
+        return np.maximum(np.minimum(dev.idle_end[j], hi) - np.maximum(dev.idle_start[j], lo), 0)
+
+    idle = np.where(last > first, total[np.maximum(last, 0)] - total[np.minimum(first + 1, n)] + clipped(last), 0)
+    idle = np.where(last >= first, idle + clipped(first), 0)
+    return (hi - lo) - idle
+
+
+def _busy(s: Ints, e: Ints, seg: Ints, heads: Ints, g_start: Ints, g_end: Ints) -> Ints:
+    """Per segment, the length of the union of its intervals: one running max over all segments, each shifted
+    past the ones before it so that none reaches into the next."""
+    if not _ordered(seg, s):
+        order = np.lexsort((s, seg))
+        s, e = s[order], e[order]
+    k = len(heads)
+    width = int((g_end - g_start).max()) + 1
+    if (k + 1) * width >= 1 << 62:  # too wide to shift: one segment at a time
+        bounds = [*heads.tolist(), len(s)]
+        return np.array([_union(s[a:b], e[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+    shift = seg * width - g_start[seg]
+    s2, e2 = s + shift, e + shift
+    reach = np.maximum.accumulate(e2)
+    before = np.empty_like(reach)
+    before[1:] = reach[:-1]
+    before[heads] = s2[heads]
+    return np.add.reduceat(np.maximum(e2 - np.maximum(s2, before), 0), heads)
+
+
 def _union(starts: Ints, ends: Ints) -> int:
     if not len(starts):
         return 0
@@ -194,64 +389,6 @@ def _union(starts: Ints, ends: Ints) -> int:
     s, e = starts[order], np.maximum.accumulate(ends[order])
     gaps = np.maximum(s[1:] - e[:-1], 0)
     return int(e[-1] - s[0] - gaps.sum())
-
-
-@dataclass
-class _Events:
-    """The host calls of one process that matter to its steps on one device, in start order."""
-
-    api: Ints  # api row
-    start: Ints
-    end: Ints
-    token: U64  # API name, first op's name, op count
-    sync: npt.NDArray[np.bool_]  # blocking sync or synchronous device-to-host copy
-    graph: npt.NDArray[np.bool_]
-    nops: Ints  # ops on this device
-
-
-@dataclass
-class _Ctx:
-    timeline: Timeline
-    prep: Prepared
-    api_cat: npt.NDArray[np.object_]
-    api_canon: list[str]  # canonical name of each prep.api_names entry
-    name_hash: U64  # per prep.op_names
-    api_hash: U64  # per prep.api_names
-    op_order: Ints  # op rows sorted by (launch row, start)
-    op_first: Ints  # per api row: position in op_order of its first op, -1 none
-    op_count: Ints  # per api row: ops launched
-
-
-SYNC_COPY_NAMES = frozenset({"cudaMemcpy", "cuMemcpyDtoH", "cuMemcpy", "hipMemcpy", "hipMemcpyDtoH"})
-
-
-def _context(timeline: Timeline, prep: Prepared) -> _Ctx:
-    api_cat = timeline.api_calls["category"].astype(str).to_numpy(dtype=object)
-    canon = [canonical_api_name(n) for n in prep.api_names]
-    launched = np.flatnonzero(prep.op_launch >= 0)
-    order = launched[np.lexsort((prep.op_start[launched], prep.op_launch[launched]))]
-    n_api = len(prep.api_start)
-    count = (
-        np.bincount(prep.op_launch[order], minlength=n_api).astype(np.int64)
-        if len(order)
-        else np.zeros(n_api, dtype=np.int64)
-    )
-    first = np.full(n_api, -1, dtype=np.int64)
-    if len(order):
-        calls = prep.op_launch[order]
-        heads = np.flatnonzero(np.concatenate([[True], calls[1:] != calls[:-1]]))
-        first[calls[heads]] = heads
-    return _Ctx(
-        timeline=timeline,
-        prep=prep,
-        api_cat=api_cat,
-        api_canon=canon,
-        name_hash=_hash_names(prep.op_names, "op:"),
-        api_hash=_hash_names(canon, "api:"),
-        op_order=order,
-        op_first=first,
-        op_count=count,
-    )
 
 
 # --- annotations --------------------------------------------------------------------------------------------------
@@ -268,7 +405,7 @@ def has_markers(timeline: Timeline) -> bool:
     return any(parse_marker(n) is not None for n in names)
 
 
-def _annotation_steps(ctx: _Ctx) -> list[_Raw]:
+def _annotation_steps(ctx: _Ctx, wanted: set[int]) -> list[_Raw]:
     prep, ranges = ctx.prep, ctx.timeline.ranges
     found = _marker_ranges(ctx.timeline)
     if not found:
@@ -277,7 +414,7 @@ def _annotation_steps(ctx: _Ctx) -> list[_Raw]:
     calls = prep.op_launch[launched]
     key_pid = prep.api_pid[calls]
     key_start = prep.api_start[calls]
-    order = np.lexsort((key_start, key_pid))
+    order = np.lexsort((calls, key_start, key_pid))  # each call's ops together
     rows_sorted, pid_sorted, start_sorted = launched[order], key_pid[order], key_start[order]
     rstart = ranges["start_ns"].to_numpy(dtype=np.int64)
     rend = ranges["end_ns"].to_numpy(dtype=np.int64)
@@ -292,21 +429,23 @@ def _annotation_steps(ctx: _Ctx) -> list[_Raw]:
         seg = start_sorted[lo_p:hi_p]
         a = lo_p + int(np.searchsorted(seg, rstart[i], side="left"))
         b = lo_p + int(np.searchsorted(seg, rend[i], side="right"))
-        rows = np.sort(rows_sorted[a:b])
+        rows = rows_sorted[a:b]
         if not len(rows):
             continue
-        for dev in np.unique(prep.op_device[rows]):
-            mine = rows[prep.op_device[rows] == dev]
+        devices = prep.op_device[rows]
+        for dev in np.unique(devices):
+            if int(dev) not in wanted:
+                continue
             out.append(
                 _Raw(
                     device=int(dev),
                     pid=pid,
                     tid=int(rtid[i]),
-                    rows=mine,
+                    rows=rows[devices == dev],
                     host_start=int(rstart[i]),
                     host_end=int(rend[i]),
                     signal=SIGNAL_ANNOTATION,
-                    key=f"{marker.label}|{str(names[i]) if marker.engine == 'torch' else marker.engine}",
+                    key=f"{marker.label}|{marker.engine}",
                     period=0,
                     name=str(names[i]),
                     marker=marker,
@@ -315,94 +454,152 @@ def _annotation_steps(ctx: _Ctx) -> list[_Raw]:
     return out
 
 
+def _annotation_keys(raws: list[_Raw]) -> list[_Raw]:
+    """Engines' labels are their kinds; ``ProfilerStep#<n>`` says nothing of its work, so its kind is its ops."""
+    return [
+        replace(r, key=f"{r.key}|{_multiset_key(r.ops_hash, len(r.rows), r.graph_kernels > 0)}")
+        if r.marker is not None and r.marker.engine == "torch"
+        else r
+        for r in raws
+    ]
+
+
 # --- structure ----------------------------------------------------------------------------------------------------
 
 
 @dataclass
-class _Raw:
-    """A step before its owned period and kind are settled."""
+class _Events:
+    """The host calls of one process that matter to its steps on one device, in start order, with the device's ops
+    each one launched."""
 
-    device: int
-    pid: int
-    tid: int | None
-    rows: Ints
-    host_start: int
-    host_end: int
-    signal: str
-    key: str  # kind key (launch-sequence signature, or marker label)
-    period: int  # active period number (steps own time only within one)
-    name: str | None = None
-    marker: Marker | None = None
-    detail: str = ""
-    sequence: int = 0  # order-sensitive signature of its calls (structure)
-    ev_lo: int = 0  # its calls: [ev_lo, ev_hi) in the device's event list (structure)
-    ev_hi: int = 0
+    api: Ints  # api row
+    start: Ints
+    end: Ints
+    token: U64  # API name, first op's name, op count
+    sync: Bools  # blocking sync or synchronous device-to-host copy
+    graph: Bools
+    nops: Ints  # ops on this device
+    off: Ints  # call i launched ops[off[i]:off[i + 1]] (one entry more than calls)
+    ops: Ints  # op rows in call order (each call's by start); shared by slices, as are the sums below
+    kernels: Ints  # prefix sums over ops: kernels...
+    graph_kernels: Ints  # ...kernels replayed from graphs...
+    hashes: U64  # ...and op hashes
 
 
 def _events(ctx: _Ctx, pid: int, device: int) -> _Events:
     prep = ctx.prep
-    ops_here = np.flatnonzero((prep.op_device == device) & (prep.op_pid == pid) & (prep.op_launch >= 0))
-    per_call = np.bincount(prep.op_launch[ops_here], minlength=len(prep.api_start))
-    calls = np.flatnonzero(per_call).astype(np.int64)  # sorted, as np.unique, in O(n)
-    nops = per_call[calls].astype(np.int64)
-    canon = ctx.api_canon
-    is_sync_name = np.array([n.endswith("Synchronize") for n in canon], dtype=bool)
-    is_sync_copy = np.array([n in SYNC_COPY_NAMES for n in canon], dtype=bool)
-    is_graph_name = np.array([n in ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch") for n in canon], dtype=bool)
-    api_pid = prep.api_pid
-    syncs = np.flatnonzero((api_pid == pid) & is_sync_name[prep.api_name]) if len(canon) else np.zeros(0, np.int64)
+    alone = len(ctx.pid_devices) == 1
+    mine = prep.op_launch >= 0
+    if not alone:
+        mine &= (prep.op_device == device) & (prep.op_pid == pid)
+    every = alone and bool(mine.all())  # every op, in row order so far: views, no gathers
+
+    def of(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return values if every else values[here]
+
+    here = np.arange(len(mine), dtype=np.int64) if every else np.flatnonzero(mine)
+    n_api = len(prep.api_start)
+    launch = of(prep.op_launch)
+    per_call = np.bincount(launch, minlength=n_api)
+    calls = np.flatnonzero(per_call)  # sorted, as np.unique, in O(n)
+    sync_call = ctx.is_sync[prep.api_name] if alone else (prep.api_pid == pid) & ctx.is_sync[prep.api_name]
+    syncs = np.flatnonzero(sync_call) if n_api else calls[:0]
     api = np.concatenate([calls, syncs]).astype(np.int64)
-    order = np.argsort(prep.api_start[api], kind="stable")
-    api = api[order]
-    n_ops = np.concatenate([nops, np.zeros(len(syncs), dtype=np.int64)])[order]
+    api = api[np.argsort(prep.api_start[api], kind="stable")]  # two sorted runs: a merge
+    nops = per_call[api].astype(np.int64)
+    where = np.empty(n_api, dtype=np.int64)  # each call's place in the list
+    where[api] = np.arange(len(api))
+    if not _ordered(where[launch], of(prep.op_start)):
+        here = here[np.lexsort((of(prep.op_start), where[launch]))]
+        every = False
+    off = _cumsum0(nops)
     name = prep.api_name[api]
-    # token: the API, the first op's name (on any device) and how many ops it launched
-    first_pos = ctx.op_first[api]
-    first_row = ctx.op_order[np.maximum(first_pos, 0)] if len(ctx.op_order) else np.zeros(len(api), np.int64)
-    op_hash = np.where(first_pos >= 0, ctx.name_hash[prep.op_name[first_row]] if len(first_row) else 0, 0)
+    has = nops > 0
+    first = here[np.minimum(off[:-1], max(len(here) - 1, 0))] if len(here) else np.zeros(len(api), np.int64)
+    op_hash = np.where(has, ctx.name_hash[prep.op_name[first]] if len(here) else 0, 0).astype(np.uint64)
     with np.errstate(over="ignore"):
-        token = ctx.api_hash[name] * np.uint64(0x9E3779B97F4A7C15) + op_hash.astype(np.uint64)
-        token = token + n_ops.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
-    sync = is_sync_name[name] | (is_sync_copy[name] & (n_ops > 0))
-    return _Events(api, prep.api_start[api], prep.api_end[api], token, sync, is_graph_name[name], n_ops)
+        token = ctx.api_hash[name] * _MIX[0] + op_hash + nops.astype(np.uint64) * _MIX[1]
+    return _Events(
+        api=api,
+        start=prep.api_start[api],
+        end=prep.api_end[api],
+        token=token,
+        sync=ctx.is_sync[name] | (ctx.is_sync_copy[name] & has),
+        graph=ctx.is_graph[name],
+        nops=nops,
+        off=off,
+        ops=here,
+        kernels=_cumsum0(of(prep.op_kind) == 0),
+        graph_kernels=_cumsum0(of(ctx.graph_kernel)),
+        hashes=_hashsum0(of(ctx.op_hash)),
+    )
+
+
+def _slice(ev: _Events, lo: int, hi: int) -> _Events:
+    return replace(
+        ev, api=ev.api[lo:hi], start=ev.start[lo:hi], end=ev.end[lo:hi], token=ev.token[lo:hi], sync=ev.sync[lo:hi],
+        graph=ev.graph[lo:hi], nops=ev.nops[lo:hi], off=ev.off[lo : hi + 1],
+    )  # fmt: skip
+
+
+_FAR = np.iinfo(np.int64).max
+
+
+def _quiet(starts: Ints, reach: Ints, quiet_ns: int) -> tuple[Ints, Ints]:
+    """The stretches of at least ``quiet_ns`` with none of the intervals running, unbounded ones included
+    (``starts`` sorted, ``reach`` the running max of their ends)."""
+    if not len(starts):
+        return np.array([-_FAR]), np.array([_FAR])
+    gap = np.flatnonzero(starts[1:] - reach[:-1] >= quiet_ns)
+    return (
+        np.concatenate([[-_FAR], reach[gap], reach[-1:]]),
+        np.concatenate([starts[:1], starts[gap + 1], [_FAR]]),
+    )
+
+
+def _in_order(starts: Ints, ends: Ints) -> tuple[Ints, Ints]:
+    """Starts sorted and the running max of the ends in that order."""
+    if np.any(starts[1:] < starts[:-1]):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    return starts, np.maximum.accumulate(ends) if len(ends) else ends
 
 
 def _active_periods(ctx: _Ctx, pid: int, device: int, quiet_ns: int) -> Ints:
-    """Start times of the active periods (sorted); a period runs until the next start."""
+    """Start times of the active periods (sorted; a period runs until the next start): split where, for
+    ``quiet_ns``, no op of the process runs on the device and no API call of the process runs (the two sets' quiet
+    stretches intersected)."""
     prep = ctx.prep
-    ops = np.flatnonzero((prep.op_device == device) & (prep.op_pid == pid))
-    api = np.flatnonzero(prep.api_pid == pid)
-    starts = np.concatenate([prep.op_start[ops], prep.api_start[api]])
-    ends = np.concatenate([prep.op_end[ops], prep.api_end[api]])
-    if not len(starts):
-        return np.zeros(1, dtype=np.int64)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    cut = np.flatnonzero(s[1:] - e[:-1] >= quiet_ns) + 1
-    return np.concatenate([[np.iinfo(np.int64).min], s[cut]]).astype(np.int64)
+    dev = prep.devices.get(device)
+    if len(ctx.pid_devices) == 1 and dev is not None:  # the device's own, already in order
+        op_starts, op_reach = dev.starts, dev.max_end
+    else:
+        ops = np.flatnonzero((prep.op_device == device) & (prep.op_pid == pid))
+        op_starts, op_reach = _in_order(prep.op_start[ops], prep.op_end[ops])
+    _, api_starts, api_reach = prep.api_index(pid)
+    a_lo, a_hi = _quiet(op_starts, op_reach, quiet_ns)
+    b_lo, b_hi = _quiet(api_starts, api_reach, quiet_ns)
+    starts = [-_FAR]
+    for lo, hi in zip(a_lo.tolist(), a_hi.tolist(), strict=True):
+        j, stop = int(np.searchsorted(b_hi, lo, side="right")), int(np.searchsorted(b_lo, hi, side="left"))
+        for x, y in zip(b_lo[j:stop].tolist(), b_hi[j:stop].tolist(), strict=True):
+            s, e = max(lo, x), min(hi, y)
+            if e - s >= quiet_ns and s > -_FAR and e < _FAR:
+                starts.append(e)
+    return np.array(sorted(starts), dtype=np.int64)
 
 
-_R = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
+def _launch_sums(ev: _Events) -> tuple[U64, Ints]:
+    """Prefix sums of the launch calls' tokens and of their number (calls without ops left out)."""
+    has = ev.nops > 0
+    return _hashsum0(np.where(has, ev.token, np.uint64(0))), _cumsum0(has)
 
 
-def _prefix(token: U64) -> tuple[U64, U64]:
-    """Prefix sums of token * R**j and the powers R**-j, so that a span's order-sensitive signature is
-    (P[b] - P[a]) * R**-a (all modulo 2**64)."""
-    n = len(token)
-    inv = np.uint64(pow(int(_R), -1, 1 << 64))
+def _msig(sums: tuple[U64, Ints], a: Ints, b: Ints) -> U64:
+    """Order-insensitive signature of the launch calls in [a, b]: the same launches in any order match."""
+    tok, count = sums
     with np.errstate(over="ignore"):
-        pw = np.cumprod(np.full(n, _R, dtype=np.uint64)) if n else np.zeros(0, np.uint64)
-        one = np.ones(1, dtype=np.uint64)
-        pw = np.concatenate([one, pw[:-1]]) if n else pw
-        ipw = np.cumprod(np.full(n + 1, inv, dtype=np.uint64))
-        ipw = np.concatenate([one, ipw[:-1]])
-        pre = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(token * pw, dtype=np.uint64)])
-    return pre.astype(np.uint64), ipw.astype(np.uint64)
-
-
-def _sig(pre: U64, ipw: U64, a: Ints, b: Ints) -> U64:
-    with np.errstate(over="ignore"):
-        return (pre[b] - pre[a]) * ipw[a] + (b - a).astype(np.uint64) * np.uint64(0x94D049BB133111EB)
+        return (tok[b + 1] - tok[a]) + (count[b + 1] - count[a]).astype(np.uint64) * _MIX[2]
 
 
 def _self_match(values: npt.NDArray[np.uint64], lag: int) -> float:
@@ -436,9 +633,25 @@ def _pick(candidates: list[int], scores: list[float], gap: Ints, tolerance: floa
     return q, phase
 
 
+def _repeat_phase(seg_sig: U64, q: int, default: int) -> int:
+    """The phase at which the most groups of q segments repeat (the loop's own boundary: elsewhere its first and
+    last iterations are cut into pieces with what surrounds the loop); ties go to ``default``."""
+    k = len(seg_sig)
+    sums = _hashsum0(seg_sig)
+    best, best_n = default, -1
+    for phase in range(q):
+        heads = np.arange(phase, k - q + 1, q)
+        with np.errstate(over="ignore"):
+            _, counts = np.unique(sums[heads + q] - sums[heads], return_counts=True)
+        n = int(counts[counts >= 2].sum())
+        if n > best_n or (n == best_n and phase == default):
+            best, best_n = phase, n
+    return best
+
+
 def _group(seg_a: Ints, seg_b: Ints, seg_sig: U64, gap: Ints) -> tuple[Ints, Ints, int] | None:
-    """Consecutive segments grouped q at a time (q: ``_pick`` over q = 1..MAX_GROUP), from the phase with the
-    longest median host gap before a group; None when nothing repeats."""
+    """Consecutive segments grouped q at a time (q: ``_pick`` over q = 1..MAX_GROUP), from the phase at which the
+    most groups repeat (ties: the longest median host gap before a group); None when nothing repeats."""
     k = len(seg_a)
     if k < MIN_STEPS:
         return None
@@ -453,17 +666,53 @@ def _group(seg_a: Ints, seg_b: Ints, seg_sig: U64, gap: Ints) -> tuple[Ints, Int
         if picked is None:
             return None
         q, phase = picked
-    if q == 1:
-        phase = 0
+        phase = _repeat_phase(seg_sig, q, phase) if q > 1 else 0
     heads = np.arange(phase, k - q + 1, q)
     return seg_a[heads], seg_b[heads + q - 1], q
 
 
-def _sequence_period(ev: _Events) -> tuple[Ints, Ints, int] | None:
+def _super_period(tok: U64, p: int) -> int | None:
+    """The longer period at which the mismatches of the sequence with itself at lag p recur, if they do (p is then
+    a layer and the longer period the step: the ops that run once per step break the layer's repeat)."""
+    miss = np.flatnonzero(tok[:-p] != tok[p:])
+    if len(miss) < MIN_STEPS:
+        return None
+    heads = miss[np.concatenate([[True], np.diff(miss) > p])]
+    d = np.diff(heads)
+    if len(d) < MIN_STEPS - 1:
+        return None
+    values, counts = np.unique(d, return_counts=True)
+    period = int(values[np.argmax(counts)])
+    return period if period > p and 2 * counts.max() >= len(d) and period * MIN_STEPS <= len(tok) else None
+
+
+def _step_periods(tok: U64, gap: Ints, cand: list[int], spacings: set[int]) -> list[int]:
+    """Candidate lags without the layer periods. A lag p is a layer's where the ops that run once per step break
+    its repeat: the sequence matches itself at least as well at the spacing of a token that recurs (``spacings``,
+    not a multiple of p), or its mismatches recur at a longer period where the host pauses at least as much."""
+    scores: dict[int, float] = {}
+
+    def score(q: int) -> float:
+        if q not in scores:
+            scores[q] = _self_match(tok, q)
+        return scores[q]
+
+    keep = []
+    for p in cand:
+        if any(q > p and q % p and score(q) >= score(p) for q in spacings):
+            continue
+        longer = _super_period(tok, p)
+        if longer is not None and _boundary(gap, longer)[1] >= _boundary(gap, p)[1]:
+            continue
+        keep.append(p)
+    return keep
+
+
+def _sequence_period(tok: U64, gap: Ints) -> tuple[Ints, Ints, int] | None:
     """Steps from the period of the launch sequence itself: candidate lags are the typical spacing of each token
-    that recurs regularly; the period is the smallest lag at which the sequence matches itself about as well as at
-    the best one; steps are cut before the token at the phase with the longest median host gap."""
-    tok = ev.token
+    that recurs regularly, layer periods left out (``_step_periods``); the period is the
+    smallest lag at which the sequence matches itself about as well as at the best one; steps are cut before the
+    token at the phase with the longest median host gap."""
     n = len(tok)
     if n < 2 * MIN_STEPS:
         return None
@@ -483,16 +732,18 @@ def _sequence_period(ev: _Events) -> tuple[Ints, Ints, int] | None:
     first = np.flatnonzero(np.concatenate([[True], ptok[best_of][1:] != ptok[best_of][:-1]]))
     pick = best_of[first]
     mode_tok, mode_d, mode_c = ptok[pick], pd[pick], pc[pick]
-    regular = (counts[mode_tok] >= MIN_STEPS) & (mode_c >= 0.5 * (counts[mode_tok] - 1)) & (mode_d * MIN_STEPS <= n)
+    steady = mode_c >= 0.5 * (counts[mode_tok] - 1)
+    regular = steady & (counts[mode_tok] >= MIN_STEPS) & (mode_d * MIN_STEPS <= n)
     lags = np.unique(mode_d[regular])
     if not len(lags):
         return None
     lags = lags[np.argsort(-np.bincount(np.searchsorted(lags, mode_d[regular])), kind="stable")][:32]
-    cand = [int(p) for p in lags]
+    spaced, times = np.unique(mode_d[steady & (2 * mode_d <= n)], return_counts=True)
+    spacings = set(spaced[np.argsort(-times, kind="stable")][:32].tolist())  # the commonest, at least twice over
+    cand = _step_periods(tok, gap, [int(p) for p in lags], spacings)
     scores = [_self_match(tok, p) for p in cand]
-    if max(scores) < SEQ_MATCH_MIN:
+    if not scores or max(scores) < SEQ_MATCH_MIN:
         return None
-    gap = np.concatenate([[0], ev.start[1:] - ev.end[:-1]])
     picked = _pick(cand, scores, gap, 0.05)
     if picked is None:
         return None
@@ -512,7 +763,7 @@ def _sequence_period(ev: _Events) -> tuple[Ints, Ints, int] | None:
 
 
 def _cut(ctx: _Ctx, ev: _Events, signal: str) -> tuple[Ints, Ints, str] | None:
-    """Steps as [first event, last event] index pairs for one signal, or None."""
+    """Steps as [first call, last call] index pairs for one signal, or None."""
     n = len(ev.start)
     gap = np.concatenate([[0], ev.start[1:] - ev.end[:-1]])
     has_ops = ev.nops > 0
@@ -520,16 +771,13 @@ def _cut(ctx: _Ctx, ev: _Events, signal: str) -> tuple[Ints, Ints, str] | None:
         marks = np.flatnonzero(ev.sync)
         if len(marks) < MIN_STEPS:
             return None
-        work_before = np.concatenate([[0], np.cumsum(has_ops)])  # launches in [0, i)
+        work_before = _cumsum0(has_ops)  # launches in [0, i)
         prev = np.concatenate([[-1], marks[:-1]])
-        keep = work_before[marks + 1] - work_before[prev + 1] > 0  # a launch since the previous sync
-        ends = marks[keep]
-        starts = np.concatenate([[0], ends[:-1] + 1])
-        # drop the syncs with nothing in front of them from each segment's start
+        ends = marks[work_before[marks + 1] - work_before[prev + 1] > 0]  # a launch since the previous sync
         if not len(ends):
             return None
-        pre, ipw = _prefix(ev.token)
-        grouped = _group(starts, ends, _sig(pre, ipw, starts, ends + 1), gap[starts])
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        grouped = _group(starts, ends, _msig(_launch_sums(ev), starts, ends), gap[starts])
         if grouped is None:
             return None
         a, b, q = grouped
@@ -541,24 +789,24 @@ def _cut(ctx: _Ctx, ev: _Events, signal: str) -> tuple[Ints, Ints, str] | None:
             return None
         starts = marks
         ends = np.concatenate([marks[1:] - 1, [n - 1]])
-        pre, ipw = _prefix(ev.token)
-        sig = _sig(pre, ipw, starts, ends + 1)
         if len(marks) > 1:  # the last segment runs to the period's end: compare as long as the one before
-            length = ends[-2] - starts[-2]
-            if starts[-1] + length < n:
-                ends[-1] = starts[-1] + length
-                sig[-1] = _sig(pre, ipw, starts[-1:], ends[-1:] + 1)[0]
-        grouped = _group(starts, ends, sig, gap[starts])
+            ends[-1] = min(starts[-1] + ends[-2] - starts[-2], n - 1)
+        grouped = _group(starts, ends, _msig(_launch_sums(ev), starts, ends), gap[starts])
         if grouped is None:
             return None
         a, b, q = grouped
         names = {canonical_api_name(n) for n in _names_at(ctx, ev, a)}
         return a, b, f"{signal} ({', '.join(sorted(names))}, {q} per step)"
-    found = _sequence_period(ev)
+    launches = np.flatnonzero(has_ops)  # the launch sequence: syncs left out
+    if len(launches) < 2 * MIN_STEPS:
+        return None
+    starts, ends = ev.start[launches], ev.end[launches]
+    found = _sequence_period(ev.token[launches], np.concatenate([[0], starts[1:] - ends[:-1]]))
     if found is None:
         return None
     a, b, p = found
-    return a, b, f"{signal} (period {p} calls)"
+    nxt = np.append(launches, n)  # a step runs to the call before the next step's first launch
+    return launches[a], nxt[b + 1] - 1, f"{signal} (period {p} calls)"
 
 
 def _names_at(ctx: _Ctx, ev: _Events, idx: Ints) -> list[str]:
@@ -566,142 +814,204 @@ def _names_at(ctx: _Ctx, ev: _Events, idx: Ints) -> list[str]:
     return [ctx.prep.api_names[int(c)] for c in codes]
 
 
-def _structure_steps(ctx: _Ctx, quiet_ns: int) -> tuple[list[_Raw], int]:
-    """Per process, device and active period: the signals in turn (sync, graph launch, launch sequence), each on the
-    stretches of calls the ones before left uncovered; the period's steps stand when they hold at least
-    ``MIN_COVERAGE`` of its launched ops."""
-    prep = ctx.prep
-    out: list[_Raw] = []
-    periods = 0
-    for pid, device in _pid_devices(prep):
-        ev_all = _events(ctx, pid, device)
-        if not len(ev_all.start):
-            continue
-        bounds = _active_periods(ctx, pid, device, quiet_ns)
-        which = np.searchsorted(bounds, ev_all.start, side="right") - 1
-        cuts = np.flatnonzero(np.concatenate([[True], which[1:] != which[:-1], [True]]))
-        for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-            periods += 1
-            launched_ops = int(ev_all.nops[lo:hi].sum())
-            if not launched_ops:
-                continue
-            found: list[_Raw] = []
-            runs = [(lo, hi)]
-            for signal in (SIGNAL_SYNC, SIGNAL_GRAPH, SIGNAL_SEQUENCE):
-                left = []
-                for r_lo, r_hi in runs:
-                    kept = _signal_steps(ctx, ev_all, r_lo, r_hi, pid, device, signal, periods)
-                    if not kept:
-                        left.append((r_lo, r_hi))
-                        continue
-                    found += kept
-                    edges = [r_lo, *(x for k in kept for x in (k.ev_lo, k.ev_hi)), r_hi]
-                    left += [(x, y) for x, y in zip(edges[::2], edges[1::2], strict=True) if y - x >= 2 * MIN_STEPS]
-                runs = left
-            covered = sum(len(r.rows) for r in found)
-            if len(found) >= MIN_STEPS and covered >= MIN_COVERAGE * launched_ops:
-                out += found
-    return out, periods
+def _ops_keys(ev: _Events, a: Ints, b: Ints) -> U64:
+    """Per step [a, b]: a hash of the ops it ran (names and kinds, any order), their number and graph or not."""
+    lo, hi = ev.off[a], ev.off[b + 1]
+    graph = (ev.graph_kernels[hi] - ev.graph_kernels[lo]) > 0
+    with np.errstate(over="ignore"):
+        return (ev.hashes[hi] - ev.hashes[lo]) + (hi - lo).astype(np.uint64) * _MIX[1] + graph.astype(np.uint64)
 
 
-def _signal_steps(
-    ctx: _Ctx, ev_all: _Events, lo: int, hi: int, pid: int, device: int, signal: str, period: int
-) -> list[_Raw]:
-    ev = _slice(ev_all, lo, hi)
-    found = _cut(ctx, ev, signal)
+def _signal_steps(ctx: _Ctx, ev: _Events, lo: int, hi: int, signal: str) -> tuple[Ints, Ints, str] | None:
+    """One signal's steps in calls [lo, hi): those with at least ``MIN_OPS`` ops, one a kernel, whose ops (any
+    order) another step runs too, and those right next to such a step with about as many kernels (a prefill
+    before a run of decode steps, a different last step after one); None when fewer than ``MIN_STEPS``."""
+    found = _cut(ctx, _slice(ev, lo, hi), signal)
     if found is None:
-        return []
+        return None
     a, b, detail = found
-    kept = _repeating(_raws(ctx, ev, a, b, pid, device, signal, detail, period, offset=lo))
-    return kept if len(kept) >= MIN_STEPS else []
+    a, b = a + lo, b + lo
+    o_lo, o_hi = ev.off[a], ev.off[b + 1]
+    kernels = ev.kernels[o_hi] - ev.kernels[o_lo]
+    ok = (o_hi - o_lo >= MIN_OPS) & (kernels > 0)  # a lone copy or set is no step
+    a, b, kernels = a[ok], b[ok], kernels[ok]
+    _, inv, counts = np.unique(_ops_keys(ev, a, b), return_inverse=True, return_counts=True)
+    again = counts[inv] >= 2
+    touch = b[:-1] + 1 == a[1:]  # step i ends right before step i + 1
+    like = touch & (np.abs(kernels[1:] - kernels[:-1]) <= LIKE_KERNELS * np.maximum(kernels[1:], kernels[:-1]))
+    beside = np.zeros(len(a), dtype=bool)
+    beside[:-1] |= like & again[1:]
+    beside[1:] |= like & again[:-1]
+    keep = again | beside
+    a, b = a[keep], b[keep]
+    return (a, b, detail) if np.count_nonzero(again) >= MIN_STEPS else None
 
 
 def _pid_devices(prep: Prepared) -> list[tuple[int, int]]:
-    key = prep.op_pid * 4096 + prep.op_device
-    return [(int(k // 4096), int(k % 4096)) for k in np.unique(key)]
+    pid, dev = prep.op_pid, prep.op_device
+    if not len(pid):
+        return []
+    if pid.min() == pid.max() and dev.min() == dev.max():
+        return [(int(pid[0]), int(dev[0]))]
+    return [(int(k // 4096), int(k % 4096)) for k in np.unique(pid * 4096 + dev)]
 
 
-def _slice(ev: _Events, lo: int, hi: int) -> _Events:
-    return _Events(
-        ev.api[lo:hi], ev.start[lo:hi], ev.end[lo:hi], ev.token[lo:hi], ev.sync[lo:hi], ev.graph[lo:hi],
-        ev.nops[lo:hi],
-    )  # fmt: skip
+def _structure_steps(ctx: _Ctx, quiet_ns: int, wanted: set[int]) -> tuple[list[_Raw], int]:
+    """Per process, device and active period: the signals in turn (sync, graph launch, launch sequence), each on the
+    stretches of calls the ones before left uncovered; the period's steps stand when they hold at least
+    ``MIN_COVERAGE`` of its launched ops. Then the steps next to uncovered calls are extended (``_extend``)."""
+    out: list[_Raw] = []
+    periods = 0
+    for pid, device in ctx.pid_devices:
+        if device not in wanted:
+            continue
+        ev = _events(ctx, pid, device)
+        if not len(ev.start):
+            continue
+        bounds = _active_periods(ctx, pid, device, quiet_ns)
+        which = np.searchsorted(bounds, ev.start, side="right") - 1
+        cuts = np.flatnonzero(np.concatenate([[True], which[1:] != which[:-1], [True]]))
+        found: list[tuple[Ints, Ints, int, int]] = []  # steps [a, b], period, signal number
+        signals: list[tuple[str, str]] = []  # signal number -> (signal, detail)
+        for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+            periods += 1
+            launched = int(ev.off[hi] - ev.off[lo])
+            if not launched:
+                continue
+            here: list[tuple[Ints, Ints, str, str]] = []
+            runs = [(lo, hi)]
+            for signal in SIGNALS:
+                left = []
+                for r_lo, r_hi in runs:
+                    got = _signal_steps(ctx, ev, r_lo, r_hi, signal)
+                    if got is None:
+                        left.append((r_lo, r_hi))
+                        continue
+                    here.append((got[0], got[1], signal, got[2]))
+                    edges = [r_lo, *np.column_stack([got[0], got[1] + 1]).ravel().tolist(), r_hi]
+                    left += [(x, y) for x, y in zip(edges[::2], edges[1::2], strict=True) if y - x >= 2 * MIN_STEPS]
+                runs = left
+            count = sum(len(a) for a, *_ in here)
+            covered = sum(int((ev.off[b + 1] - ev.off[a]).sum()) for a, b, *_ in here)
+            if count >= MIN_STEPS and covered >= MIN_COVERAGE * launched:
+                for a, b, signal, detail in here:
+                    found.append((a, b, periods, len(signals)))
+                    signals.append((signal, detail))
+        if found:
+            out += _device_raws(ctx, ev, pid, device, found, signals)
+    return out, periods
 
 
-def _raws(
+def _extend(ev: _Events, a: Ints, b: Ints) -> tuple[list[tuple[int, int, int, bool]], Ints]:
+    """Steps in the uncovered calls next to the steps [a, b] (sorted): a run of launches repeating a neighbouring
+    step's launch sequence exactly is a step of its own (a warm-up step stalled across a quiet stretch); at the
+    capture's start (end), the launches before the first step (after the last) that are the end (start) of its
+    sequence are a step cut short by the capture. Returns (first launch, last launch, neighbour step, cut short)
+    and the launches' call indices."""
+    launches = np.flatnonzero(ev.nops > 0)
+    before = _cumsum0(ev.nops > 0)  # launches before each call
+    tok = ev.token[launches]
+    la, lb = before[a].tolist(), (before[b + 1] - 1).tolist()
+    total, k = len(launches), len(la)
+    new: list[tuple[int, int, int, bool]] = []
+    for j in range(k + 1):  # the uncovered launches before step j (j == k: after the last step)
+        g_lo = lb[j - 1] + 1 if j else 0
+        g_hi = la[j] if j < k else total
+        if g_hi <= g_lo:
+            continue
+        if j < k:  # backwards from step j
+            seq = tok[la[j] : lb[j] + 1]
+            n = len(seq)
+            while g_hi - g_lo >= n and np.array_equal(tok[g_hi - n : g_hi], seq):
+                new.append((g_hi - n, g_hi - 1, j, False))
+                g_hi -= n
+            m = g_hi - g_lo
+            if g_lo == 0 and 0 < m < n and np.array_equal(tok[:g_hi], seq[n - m :]):
+                new.append((0, g_hi - 1, j, True))
+                g_hi = 0
+        if j:  # forwards from step j - 1
+            seq = tok[la[j - 1] : lb[j - 1] + 1]
+            n = len(seq)
+            while g_hi - g_lo >= n and np.array_equal(tok[g_lo : g_lo + n], seq):
+                new.append((g_lo, g_lo + n - 1, j - 1, False))
+                g_lo += n
+            m = g_hi - g_lo
+            if g_hi == total and 0 < m < n and np.array_equal(tok[g_lo:], seq[:m]):
+                new.append((g_lo, total - 1, j - 1, True))
+    return new, launches
+
+
+def _key_strings(ev: _Events, a: Ints, b: Ints) -> list[str]:
+    lo, hi = ev.off[a], ev.off[b + 1]
+    hashes = (ev.hashes[hi] - ev.hashes[lo]).tolist()
+    graph = (ev.graph_kernels[hi] > ev.graph_kernels[lo]).tolist()
+    return [_multiset_key(h, n, g) for h, n, g in zip(hashes, (hi - lo).tolist(), graph, strict=True)]
+
+
+def _device_raws(
     ctx: _Ctx,
     ev: _Events,
-    a: Ints,
-    b: Ints,
     pid: int,
     device: int,
-    signal: str,
-    detail: str,
-    period: int,
-    offset: int = 0,
+    found: list[tuple[Ints, Ints, int, int]],
+    signals: list[tuple[str, str]],
 ) -> list[_Raw]:
+    """The steps of one process and device, those ``_extend`` adds included (a step cut short has the kind of the
+    step it is part of)."""
+    a = np.concatenate([f[0] for f in found])
+    order = np.argsort(a, kind="stable")
+    a = a[order]
+    b = np.concatenate([f[1] for f in found])[order]
+    period = np.concatenate([np.full(len(f[0]), f[2]) for f in found])[order]
+    signal = np.concatenate([np.full(len(f[0]), f[3]) for f in found])[order]
+    keys = _key_strings(ev, a, b)
+    short = np.zeros(len(a), dtype=bool)
+    new, launches = _extend(ev, a, b)
+    if new:
+        lo, hi, near, cut = (np.array(x, dtype=np.int64) for x in zip(*new, strict=True))
+        first = launches[lo]
+        after = np.append(launches, len(ev.start))[hi + 1] - 1  # up to the call before the next launch...
+        last = np.minimum(
+            after, np.append(a, len(ev.start))[np.searchsorted(a, first, side="right")] - 1
+        )  # ...in the gap
+        o_lo, o_hi = ev.off[first], ev.off[last + 1]
+        ok = (o_hi - o_lo >= MIN_OPS) & (ev.kernels[o_hi] > ev.kernels[o_lo])
+        first, last, near, cut = first[ok], last[ok], near[ok], cut[ok].astype(bool)
+        own = _key_strings(ev, first, last)
+        keys += [keys[n] if c else k for k, n, c in zip(own, near.tolist(), cut.tolist(), strict=True)]
+        a, b = np.concatenate([a, first]), np.concatenate([b, last])
+        period, signal = np.concatenate([period, period[near]]), np.concatenate([signal, signal[near]])
+        short = np.concatenate([short, cut])
     prep = ctx.prep
-    pre, ipw = _prefix(ev.token)
-    sigs = _sig(pre, ipw, a, b + 1)
+    lo_op, hi_op = ev.off[a], ev.off[b + 1]
+    kernels = (ev.kernels[hi_op] - ev.kernels[lo_op]).tolist()
+    graph = (ev.graph_kernels[hi_op] - ev.graph_kernels[lo_op]).tolist()
+    calls = _cumsum0(ev.nops > 0)
+    launches = (calls[b + 1] - calls[a]).tolist()
+    starts, ends = ev.start[a].tolist(), ev.end[b].tolist()
     out = []
-    for lo, hi, sig in zip(a.tolist(), b.tolist(), sigs.tolist(), strict=True):
-        calls = ev.api[lo : hi + 1]
-        calls = calls[ev.nops[lo : hi + 1] > 0]
-        if not len(calls):
-            continue
-        rows = _rows_of(ctx, calls, device)
-        if len(rows) < MIN_OPS or not np.any(prep.op_kind[rows] == 0):  # a lone copy or set is no step
-            continue
+    for i, (x, y) in enumerate(zip(lo_op.tolist(), hi_op.tolist(), strict=True)):
+        rows = ev.ops[x:y]
+        name, detail = signals[int(signal[i])]
         out.append(
             _Raw(
                 device=device,
                 pid=pid,
-                tid=int(prep.api_tid[calls[0]]),
+                tid=int(prep.api_tid[prep.op_launch[rows[0]]]),
                 rows=rows,
-                host_start=int(ev.start[lo]),
-                host_end=int(ev.end[hi]),
-                signal=signal,
-                key=_multiset(ctx, rows),
-                period=period,
+                host_start=starts[i],
+                host_end=ends[i],
+                signal=name,
+                key=keys[i],
+                period=int(period[i]),
                 detail=detail,
-                sequence=int(sig),
-                ev_lo=offset + lo,
-                ev_hi=offset + hi + 1,
+                truncated=bool(short[i]),
+                kernels=kernels[i],
+                launches=launches[i],
+                graph_kernels=graph[i],
             )
         )
     return out
-
-
-def _rows_of(ctx: _Ctx, calls: Ints, device: int) -> Ints:
-    first = ctx.op_first[calls]
-    count = ctx.op_count[calls]
-    ok = first >= 0
-    first, count = first[ok], count[ok]
-    if not len(first):
-        return np.zeros(0, dtype=np.int64)
-    total = int(count.sum())
-    offsets = np.repeat(first - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
-    rows = ctx.op_order[np.arange(total) + offsets]
-    rows = rows[ctx.prep.op_device[rows] == device]
-    return np.sort(rows)
-
-
-def _repeating(raws: list[_Raw]) -> list[_Raw]:
-    """Steps whose exact launch sequence occurs at least twice."""
-    counts: dict[int, int] = {}
-    for r in raws:
-        counts[r.sequence] = counts.get(r.sequence, 0) + 1
-    return [r for r in raws if counts[r.sequence] >= 2]
-
-
-def _multiset(ctx: _Ctx, rows: Ints) -> str:
-    """A kind key: which ops (by name and kind) a step ran, in any order, and whether graphs replayed them."""
-    prep = ctx.prep
-    with np.errstate(over="ignore"):
-        h = ctx.name_hash[prep.op_name[rows]] + prep.op_kind[rows].astype(np.uint64) * np.uint64(0x2545F4914F6CDD1D)
-        total = int(np.sum(h, dtype=np.uint64))
-    graph = _graph_kernels(prep, rows) > 0
-    return f"{total:016x}{len(rows):06d}{'g' if graph else 'e'}"
 
 
 # --- owned periods, kinds -----------------------------------------------------------------------------------------
@@ -709,112 +1019,187 @@ def _multiset(ctx: _Ctx, rows: Ints) -> str:
 
 def _finish(ctx: _Ctx, raws: list[_Raw], mode: str) -> tuple[list[Step], list[StepKind]]:
     prep = ctx.prep
+    raws = _with_stats(ctx, raws, hashes=mode == "annotations", counted=mode == "structure")
+    if mode == "annotations":
+        raws = _annotation_keys(raws)
     steps: list[Step] = []
-    raws = sorted(raws, key=lambda r: (r.device, int(prep.op_end[r.rows].max())))
-    by_device: dict[int, list[_Raw]] = {}
-    for r in raws:
-        by_device.setdefault(r.device, []).append(r)
     kinds: list[StepKind] = []
-    for device, group in by_device.items():
-        ends = [int(prep.op_end[r.rows].max()) for r in group]
-        starts = [int(prep.op_start[r.rows].min()) for r in group]
-        prev_end: dict[tuple[int, str], int] = {}
-        built: list[Step] = []
-        for r, end, start in zip(group, ends, starts, strict=True):
-            # annotated steps of different engines' streams own time only from their own previous step
-            chain = (r.pid, r.signal) if mode != "annotations" else (r.pid, r.signal)
-            key = (r.period, chain[1]) if mode != "annotations" else (r.pid, "")
-            before = prev_end.get(key)
-            own_start = before if before is not None and before <= start else start
-            if before is not None and before > start:  # overlapping steps (host-ordered annotations)
-                own_start = min(start, before)
-            prev_end[key] = end
-            rows = r.rows
-            kind_codes = prep.op_kind[rows]
-            graph = _graph_kernels(prep, rows)
-            last = rows[int(np.argmax(prep.op_end[rows]))]
-            first = rows[int(np.argmin(prep.op_start[rows]))]
-            launches = np.unique(prep.op_launch[rows])
-            built.append(
-                Step(
-                    index=len(built),
-                    device=device,
-                    pid=r.pid,
-                    tid=r.tid,
-                    start_ns=own_start,
-                    end_ns=end,
-                    gpu_start_ns=start,
-                    first_op=int(first),
-                    last_op=int(last),
-                    host_start_ns=r.host_start,
-                    host_end_ns=r.host_end,
-                    signal=r.signal,
-                    kind=r.key,
-                    ops=len(rows),
-                    kernels=int(np.count_nonzero(kind_codes == 0)),
-                    launches=int(np.count_nonzero(launches >= 0)),
-                    graph_kernels=graph,
-                    rows=rows,
-                    name=r.name,
-                    batch=r.marker.batch if r.marker else None,
-                    tokens=r.marker.tokens if r.marker else None,
-                )
+    for device in sorted({r.device for r in raws}):
+        group = sorted((r for r in raws if r.device == device), key=lambda r: r.gpu_end)
+        keys = _merge_kinds(prep, group)
+        around = _neighbours(group, keys)  # for the labels: before any step is dropped or kind split
+        split = keys
+        if mode == "structure":  # markers name their own kinds
+            split = _split_busy(group, _own_starts(group, mode), keys)
+            stand = _standing(group, split)
+            group, keys, split, around = (
+                _kept(group, stand),
+                _kept(keys, stand),
+                _kept(split, stand),
+                _kept(around, stand),
             )
-        group = _merge_kinds(prep, group)
-        built = [_with_kind(st, r.key) for st, r in zip(built, group, strict=True)]
-        details = {r.key: r.detail for r in group}
-        markers = {r.key: r.marker for r in group}
-        dev_steps, dev_kinds = _kinds(prep, built, details, markers, device)
+        built = _owned(group, split, device, mode)
+        details = {k: r.detail for r, k in zip(group, split, strict=True)}
+        markers = {k: r.marker for r, k in zip(group, split, strict=True)}
+        base = dict(zip(split, keys, strict=True))
+        dev_steps, dev_kinds = _kinds(built, around, base, details, markers, device)
         steps += dev_steps
         kinds += dev_kinds
     return steps, kinds
 
 
-MERGE_SHARE = 0.1  # kinds with as many ops whose op names differ in at most this share of them are one kind
+def _kept(items: list[T], keep: list[bool]) -> list[T]:
+    return [x for x, ok in zip(items, keep, strict=True) if ok]
 
 
-def _merge_kinds(prep: Prepared, group: list[_Raw]) -> list[_Raw]:
-    """One kind for steps that run as many ops, replayed the same way, with at most ``MERGE_SHARE`` of their op
-    names different (attention kernels that change with the context length, for one)."""
-    reps: dict[str, _Raw] = {}
-    counts: dict[str, int] = {}
+def _own_starts(group: list[_Raw], mode: str) -> list[int]:
+    """Where each step's owned period starts (``group`` in end order): the end of the previous step's work in its
+    chain (structure: the same active period and signal; annotations: the same process), else (first, or
+    overlapping it) its own first op."""
+    prev_end: dict[tuple[int, str], int] = {}
+    out = []
     for r in group:
-        counts[r.key] = counts.get(r.key, 0) + 1
+        chain = (r.period, r.signal) if mode == "structure" else (r.pid, "")
+        before = prev_end.get(chain)
+        prev_end[chain] = r.gpu_end
+        out.append(before if before is not None and before <= r.gpu_start else r.gpu_start)
+    return out
+
+
+def _owned(group: list[_Raw], keys: list[str], device: int, mode: str) -> list[Step]:
+    """The steps, in end order, each owning its period (``_own_starts``)."""
+    out: list[Step] = []
+    for r, key, own_start in zip(group, keys, _own_starts(group, mode), strict=True):
+        out.append(
+            Step(
+                index=len(out),
+                device=device,
+                pid=r.pid,
+                tid=r.tid,
+                start_ns=own_start,
+                end_ns=r.gpu_end,
+                gpu_start_ns=r.gpu_start,
+                first_op=r.first_op,
+                last_op=r.last_op,
+                host_start_ns=r.host_start,
+                host_end_ns=r.host_end,
+                signal=r.signal,
+                kind=key,
+                ops=len(r.rows),
+                kernels=r.kernels,
+                launches=r.launches,
+                graph_kernels=r.graph_kernels,
+                busy_ns=r.busy,
+                rows=r.rows,
+                name=r.name,
+                batch=r.marker.batch if r.marker else None,
+                tokens=r.marker.tokens if r.marker else None,
+                truncated=r.truncated,
+            )
+        )
+    return out
+
+
+def _merge_kinds(prep: Prepared, group: list[_Raw]) -> list[str]:
+    """Each step's kind: one for steps replayed the same way (and with the same marker) whose op names differ in
+    at most ``MERGE_SHARE`` of their ops, either way (an attention kernel that changes with the context length, a
+    few ops more in one); the commonest key of a kind names it."""
+    counts = Counter(r.key for r in group)
+    reps: dict[str, _Raw] = {}
+    for r in sorted(group, key=lambda r: r.truncated):  # a whole step stands for its key
         reps.setdefault(r.key, r)
-    names: dict[str, Counter[int]] = {k: Counter(prep.op_name[r.rows].tolist()) for k, r in reps.items()}
+    names: dict[str, Counter[int]] = {}
     target: dict[str, str] = {}
     clusters: list[str] = []
     for key in sorted(reps, key=lambda k: -counts[k]):
         r = reps[key]
         for head in clusters:
             h = reps[head]
-            same_shape = len(h.rows) == len(r.rows) and h.key[-1] == r.key[-1] and h.marker == r.marker
-            if same_shape and sum((names[head] - names[key]).values()) <= MERGE_SHARE * len(r.rows):
+            n = max(len(h.rows), len(r.rows))
+            if (h.graph_kernels > 0) != (r.graph_kernels > 0) or h.marker != r.marker:
+                continue
+            if abs(len(h.rows) - len(r.rows)) > MERGE_SHARE * n:  # more ops differ than that
+                continue
+            a = names.setdefault(head, Counter(prep.op_name[h.rows].tolist()))
+            b = names.setdefault(key, Counter(prep.op_name[r.rows].tolist()))
+            if max(sum((a - b).values()), sum((b - a).values())) <= MERGE_SHARE * n:
                 target[key] = head
                 break
         else:
             clusters.append(key)
             target[key] = key
-    return [r if target[r.key] == r.key else replace(r, key=target[r.key]) for r in group]
+    return [target[r.key] for r in group]
 
 
-def _with_kind(step: Step, key: str) -> Step:
-    return step if step.kind == key else replace(step, kind=key)
+def _split_busy(group: list[_Raw], starts: list[int], keys: list[str]) -> list[str]:
+    """Each step's kind once a kind whose typical steps' GPU busy times fall into groups at least ``BUSY_SPLIT``
+    apart (each of at least ``MIN_STEPS``) is split into one kind per group: the same kernels at another batch
+    size. Its other steps go with the group of their busy time (cut short: that of the nearest whole step)."""
+    members: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        members.setdefault(k, []).append(i)
+    out = list(keys)
+    for key, idx in members.items():
+        spans = {i: group[i].gpu_end - starts[i] for i in idx}
+        med = float(np.median(list(spans.values())))
+        whole = [i for i in idx if not group[i].truncated]
+        typical = [i for i in whole if spans[i] <= OUTLIER_FACTOR * med]
+        cuts = np.array(_busy_cuts(np.sort(np.array([group[i].busy for i in typical], dtype=np.int64))))
+        if not len(cuts):
+            continue
+        for i in idx:
+            j = i if not group[i].truncated else min(whole, key=lambda w: abs(w - i), default=i)
+            part = int(np.searchsorted(cuts, group[j].busy, side="right"))
+            out[i] = f"{key}~{part + 1}" if part else key
+    return out
 
 
-def _graph_kernels(prep: Prepared, rows: Ints) -> int:
-    calls = prep.op_launch[rows]
-    ok = (calls >= 0) & (prep.op_kind[rows] == 0)
-    if not ok.any():
-        return 0
-    return int(np.count_nonzero(_GRAPH_CODES(prep)[prep.api_name[calls[ok]]]))
+def _busy_cuts(busy: Ints) -> list[int]:
+    """Busy times between groups (``busy`` sorted): cut in the middle of the largest relative gap while it is at
+    least ``BUSY_SPLIT`` and leaves ``MIN_STEPS`` on each side."""
+    rel = (busy[1:] - busy[:-1]) / np.maximum(busy[:-1], 1)
+    inner = rel[MIN_STEPS - 1 : len(busy) - MIN_STEPS]
+    if not len(inner) or inner.max() < BUSY_SPLIT:
+        return []
+    i = MIN_STEPS - 1 + int(np.argmax(inner))
+    return [*_busy_cuts(busy[: i + 1]), int(busy[i] + busy[i + 1]) // 2, *_busy_cuts(busy[i + 1 :])]
 
 
-def _GRAPH_CODES(prep: Prepared) -> npt.NDArray[np.bool_]:  # noqa: N802
-    return np.array(
-        [canonical_api_name(n) in ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch") for n in prep.api_names],
-        dtype=bool,
-    )
+def _like(a: int, b: int) -> bool:
+    """About as many kernels."""
+    return abs(a - b) <= LIKE_KERNELS * max(b, 1)
+
+
+def _neighbours(group: list[_Raw], keys: list[str]) -> list[tuple[str | None, str | None]]:
+    """The kinds of each step's previous and next step of the same process (end order)."""
+    by_pid: dict[int, list[int]] = {}
+    for i, r in enumerate(group):
+        by_pid.setdefault(r.pid, []).append(i)
+    out: list[tuple[str | None, str | None]] = [(None, None)] * len(group)
+    for idx in by_pid.values():
+        for n, i in enumerate(idx):
+            out[i] = (keys[idx[n - 1]] if n else None, keys[idx[n + 1]] if n + 1 < len(idx) else None)
+    return out
+
+
+def _standing(group: list[_Raw], keys: list[str]) -> list[bool]:
+    """Which steps stand: those of a kind that runs at least ``MIN_STEPS`` times in a row somewhere (a loop), and
+    those of a kind each of whose steps is next to one of such a kind with about as many kernels (a prefill before
+    a run of decode steps, a different last step after one). The rest (a call's setup, the work between calls,
+    pieces of work that alternate) are not steps."""
+    kernels = {k: r.kernels for r, k in zip(group, keys, strict=True)}
+    around = _neighbours(group, keys)
+    run, looping = 0, set()
+    for k, (before, _) in zip(keys, around, strict=True):
+        run = run + 1 if before == k else 1
+        if run >= MIN_STEPS:
+            looping.add(k)
+    beside: dict[str, bool] = {}
+    for k, near in zip(keys, around, strict=True):
+        if k not in looping:
+            ok = any(x in looping and _like(kernels[k], kernels[x]) for x in near if x is not None)
+            beside[k] = beside.get(k, True) and ok
+    return [k in looping or beside.get(k, False) for k in keys]
 
 
 @dataclass
@@ -830,22 +1215,26 @@ class _KindStats:
 
 
 def _kinds(
-    prep: Prepared,
     steps: list[Step],
+    around: list[tuple[str | None, str | None]],
+    base: dict[str, str],
     details: dict[str, str],
     markers: dict[str, Marker | None],
     device: int,
 ) -> tuple[list[Step], list[StepKind]]:
+    """Per kind its statistics (outliers out), label and outliers. ``around``: each step's neighbours' kinds
+    before the steps that are not steps were dropped, and before kinds were split by busy time (``base``: the kind
+    each one was split from)."""
     members: dict[str, list[int]] = {}
     for i, st in enumerate(steps):
         members.setdefault(st.kind, []).append(i)
+    spans = np.array([st.span_ns for st in steps], dtype=np.int64)
     stats: list[_KindStats] = []
     for key, idx in members.items():
-        spans = np.array([steps[i].span_ns for i in idx], dtype=np.int64)
-        med = percentile(spans, 50)
-        outlier = [i for i in idx if len(idx) >= MIN_STEPS and steps[i].span_ns > OUTLIER_FACTOR * med]
-        typical = [i for i in idx if i not in set(outlier)]
-        busy = np.array([_union(prep.op_start[steps[i].rows], prep.op_end[steps[i].rows]) for i in typical])
+        whole = [i for i in idx if not steps[i].truncated] or idx
+        med = percentile(spans[whole], 50)
+        out = {i for i in idx if steps[i].truncated or (len(idx) >= MIN_STEPS and spans[i] > OUTLIER_FACTOR * med)}
+        typical = [i for i in idx if i not in out] or idx
         ops = np.array([steps[i].ops for i in typical], dtype=np.int64)
         kernels = np.array([steps[i].kernels for i in typical], dtype=np.int64)
         graph = sum(steps[i].graph_kernels for i in typical)
@@ -853,9 +1242,9 @@ def _kinds(
             _KindStats(
                 key=key,
                 typical=typical,
-                outlier=outlier,
-                span=percentile(np.array([steps[i].span_ns for i in typical], dtype=np.int64), 50),
-                busy=percentile(busy.astype(np.int64), 50),
+                outlier=sorted(out),
+                span=percentile(spans[typical], 50),
+                busy=percentile(np.array([steps[i].busy_ns for i in typical], dtype=np.int64), 50),
                 ops=int(np.bincount(ops).argmax()),
                 kernels=int(np.bincount(kernels).argmax()),
                 graph_share=graph / max(int(kernels.sum()), 1),
@@ -863,14 +1252,18 @@ def _kinds(
         )
     stats.sort(key=lambda k: -len(k.typical))
     dominant = stats[0] if stats else None
-    out_kinds = []
-    labels_seen: dict[str, int] = {}
+    labels = []
     for k in stats:
         marker = markers.get(k.key)
         g = k.graph_share
         mode = "graph replay" if g >= 0.9 else "eager" if g == 0 else "mixed graph/eager"
-        phase = marker.label if marker is not None else _phase_guess(k, dominant, stats)
-        label = f"{phase}, {mode}, {k.ops} ops"
+        phase = marker.label if marker is not None else _phase_guess(k, dominant, stats, around, base)
+        labels.append(f"{phase}, {mode}, {k.ops} ops")
+    shared = {x for x in labels if labels.count(x) > 1}  # told apart by their GPU busy time
+    labels = [f"{x}, {k.busy / 1e6:.3g} ms busy" if x in shared else x for x, k in zip(labels, stats, strict=True)]
+    out_kinds = []
+    labels_seen: dict[str, int] = {}
+    for k, label in zip(stats, labels, strict=True):
         labels_seen[label] = labels_seen.get(label, 0) + 1
         if labels_seen[label] > 1:
             label = f"{label} ({labels_seen[label]})"
@@ -893,18 +1286,25 @@ def _kinds(
     return final, out_kinds
 
 
-def _phase_guess(k: _KindStats, dominant: _KindStats | None, stats: list[_KindStats]) -> str:
-    """prefill: a rarer kind doing much more GPU work than the commonest one with about as many kernels (more
-    tokens through the same model); the commonest kind is then decode. Otherwise just "step"."""
+def _phase_guess(
+    k: _KindStats,
+    dominant: _KindStats | None,
+    stats: list[_KindStats],
+    around: list[tuple[str | None, str | None]],
+    base: dict[str, str],
+) -> str:
+    """prefill: a rarer kind with about as many kernels as the commonest one (the same model, more tokens) that
+    does at least 1.5x its GPU work, or at least as much where each of its steps starts a run of the commonest
+    kind (the first forward of a generate()); the commonest kind is then decode. Otherwise just "step"."""
 
     def is_prefill(x: _KindStats) -> bool:
         if dominant is None or x is dominant:
             return False
-        return (
-            len(x.typical) * 2 <= len(dominant.typical)
-            and x.busy >= 1.5 * dominant.busy
-            and abs(x.kernels - dominant.kernels) <= 0.25 * max(dominant.kernels, 1)
-        )
+        if len(x.typical) * 2 > len(dominant.typical) or not _like(x.kernels, dominant.kernels):
+            return False
+        head = base[dominant.key]
+        starts_run = all(around[i][1] == head != around[i][0] for i in x.typical + x.outlier)
+        return x.busy >= 1.5 * dominant.busy or (starts_run and x.busy >= dominant.busy)
 
     if is_prefill(k):
         return "prefill"
@@ -925,7 +1325,8 @@ def detect_steps(
     quiet_ns: int = QUIET_NS,
 ) -> StepResult:
     """Steps of the trace. ``mode``: ``annotations`` (engine step markers only), ``auto`` (structure only: markers
-    ignored), ``default`` (markers when the trace has them, else structure), ``off``."""
+    ignored), ``default`` (markers when the trace has them, else structure), ``off``. ``prep``: the trace already
+    prepared (``windows.prepare``), as the analysis before it did."""
     if mode == "off":
         return StepResult("none", [], [], "step detection off")
     if prep is None:
@@ -933,17 +1334,18 @@ def detect_steps(
     ctx = _context(timeline, prep)
     wanted = set(prep.devices)
     if mode in ("annotations", "default"):
-        raws = [r for r in _annotation_steps(ctx) if r.device in wanted]
+        raws = _annotation_steps(ctx, wanted)
         if raws:
             steps, kinds = _finish(ctx, raws, "annotations")
             engines = sorted({r.marker.engine for r in raws if r.marker})
             return StepResult("annotations", steps, kinds, f"engine step markers ({', '.join(engines)})")
         if mode == "annotations":
             return StepResult("none", [], [], "no engine step markers in the trace")
-    raws_s, periods = _structure_steps(ctx, quiet_ns)
-    raws_s = [r for r in raws_s if r.device in wanted]
+    raws_s, periods = _structure_steps(ctx, quiet_ns, wanted)
     if not raws_s:
         return StepResult("none", [], [], NO_STEPS, periods)
     steps, kinds = _finish(ctx, raws_s, "structure")
+    if not steps:
+        return StepResult("none", [], [], NO_STEPS, periods)
     signals = sorted({k.detected_by for k in kinds})
     return StepResult("structure", steps, kinds, f"found from the trace's structure: {'; '.join(signals)}", periods)

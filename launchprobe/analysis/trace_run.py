@@ -10,6 +10,7 @@ import numpy as np
 
 from launchprobe.analysis.idle import DEFAULT_SHORT_GAP_NS
 from launchprobe.analysis.trace_verdict import MetricMeans, decide
+from launchprobe.analysis.window_batch import window_records
 from launchprobe.analysis.windows import (
     AnalysisOptions,
     Prepared,
@@ -20,12 +21,12 @@ from launchprobe.analysis.windows import (
     top_kernels,
     whole_trace_windows,
     window_gaps,
-    window_record,
 )
 from launchprobe.run.schema import (
     AnalyzeConfigRecord,
     AnalyzeRun,
     Environment,
+    IdleStretch,
     OutlierInstance,
     PooledIdleStretch,
     Source,
@@ -45,12 +46,14 @@ OUTLIER_SPAN_RATIO = 3  # an instance whose span is more than 3x the median span
 OUTLIER_MIN_INSTANCES = 3  # ...in a group of at least 3 instances
 
 
-def analyze_timeline(timeline: Timeline, options: AnalysisOptions) -> tuple[list[WindowRecord], list[Summary]]:
+def analyze_timeline(
+    timeline: Timeline, options: AnalysisOptions, prep: Prepared | None = None
+) -> tuple[list[WindowRecord], list[Summary]]:
     """Window records and, for range windows, one summary per range name (instance counters merged, see
-    ``group_name``) and device."""
-    prep = prepare(timeline, options)
+    ``group_name``) and device. ``prep``: the timeline already prepared with ``options``."""
+    prep = prep or prepare(timeline, options)
     windows = range_windows(timeline, prep, options) if options.ranges else whole_trace_windows(prep)
-    records = [window_record(w, prep, timeline, options) for w in windows]
+    records = window_records(windows, prep, timeline, options)
     has_metrics = timeline.metrics is not None and len(timeline.metrics) > 0
     return records, summarize(records, has_metrics=has_metrics, pooled=_pooled(windows, records, prep, options))
 
@@ -224,13 +227,12 @@ def _labels(recs: list[WindowRecord]) -> list[str]:
 
 def _largest_idle(recs: list[WindowRecord], labels: list[str], top: int) -> list[PooledIdleStretch]:
     """The longest idle stretches over the group (each window keeps its own longest: the union holds the top)."""
-    seen: dict[tuple[int, int], PooledIdleStretch] = {}
+    seen: dict[tuple[int, int], tuple[IdleStretch, str]] = {}
     for r, label in zip(recs, labels, strict=True):
         for stretch in r.largest_idle:
-            key = (stretch.start_ns, stretch.end_ns)
-            if key not in seen:
-                seen[key] = PooledIdleStretch(window=label, **stretch.to_dict())
-    return sorted(seen.values(), key=lambda s: (-s.duration_ns, s.start_ns))[:top]
+            seen.setdefault((stretch.start_ns, stretch.end_ns), (stretch, label))
+    best = sorted(seen.values(), key=lambda x: (-x[0].duration_ns, x[0].start_ns))[:top]
+    return [PooledIdleStretch(window=label, **stretch.to_dict()) for stretch, label in best]
 
 
 def _mean_metrics(recs: list[WindowRecord]) -> MetricMeans | None:
@@ -261,8 +263,9 @@ def build_run(
     *,
     extra_notices: list[str] | None = None,
     extra_source: dict[str, Any] | None = None,
+    prep: Prepared | None = None,
 ) -> AnalyzeRun:
-    records, summaries = analyze_timeline(timeline, options)
+    records, summaries = analyze_timeline(timeline, options, prep)
     meta = timeline.meta
     source = Source(
         path=meta.get("path"),

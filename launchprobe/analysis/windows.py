@@ -93,7 +93,7 @@ class Prepared:
     no_work_cov: dict[int, Coverage] = field(default_factory=dict)  # the no-work part of that idle
     no_work_source: dict[int, str] = field(default_factory=dict)
     _api_by_pid: dict[int, tuple[Ints, Ints, Ints]] = field(default_factory=dict)
-    _own: dict[int, DeviceOps] = field(default_factory=dict)
+    _own: dict[int, tuple[Window, DeviceOps]] = field(default_factory=dict)
     _comm_names: npt.NDArray[np.bool_] | None = None
 
     def comm_names(self) -> npt.NDArray[np.bool_]:
@@ -109,24 +109,27 @@ class Prepared:
         if window.instance is None:
             return dev
         key = id(window)
-        if key not in self._own:
+        if key not in self._own:  # kept with its window: the id of a window gone could be another's
             rows = window.rows
             inside = dev.overlapping(window.start_ns, window.end_ns)
             if inside.stop - inside.start == len(rows):  # candidates include every own op: they are the same
-                self._own[key] = dev
+                self._own[key] = (window, dev)
             else:
-                self._own[key] = device_ops(
-                    window.device,
-                    self.op_start[rows],
-                    self.op_end[rows],
-                    rows,
-                    self.op_launch_end[rows],
-                    short_gap_ns=self.short_gap_ns,
+                self._own[key] = (
+                    window,
+                    device_ops(
+                        window.device,
+                        self.op_start[rows],
+                        self.op_end[rows],
+                        rows,
+                        self.op_launch_end[rows],
+                        short_gap_ns=self.short_gap_ns,
+                    ),
                 )
-        return self._own[key]
+        return self._own[key][1]
 
-    def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
-        """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
+    def api_index(self, pid: int) -> tuple[Ints, Ints, Ints]:
+        """The process's API calls in start order: rows, starts, running max of ends."""
         if pid not in self._api_by_pid:
             rows = np.nonzero(self.api_pid == pid)[0]
             starts = self.api_start[rows]
@@ -137,7 +140,11 @@ class Prepared:
                 order = rows
             ends = self.api_end[order]
             self._api_by_pid[pid] = (order, starts, np.maximum.accumulate(ends) if len(ends) else ends)
-        order, starts, max_end = self._api_by_pid[pid]
+        return self._api_by_pid[pid]
+
+    def api_in_flight(self, pid: int, lo: int, hi: int) -> int:
+        """Row of the API call of ``pid`` overlapping [lo, hi) the most; -1 when none."""
+        order, starts, max_end = self.api_index(pid)
         first = int(np.searchsorted(max_end, lo, side="right"))
         last = int(np.searchsorted(starts, hi, side="left"))
         if last <= first:
@@ -146,6 +153,24 @@ class Prepared:
         overlap = np.minimum(self.api_end[cand], hi) - np.maximum(self.api_start[cand], lo)
         best = int(np.argmax(overlap))
         return int(cand[best]) if overlap[best] > 0 else -1
+
+    def api_in_flight_many(self, pid: int, lo: Ints, hi: Ints) -> Ints:
+        """``api_in_flight`` for each [lo, hi) at once (ties: the first call in start order, as argmax)."""
+        order, starts, max_end = self.api_index(pid)
+        first = np.searchsorted(max_end, lo, side="right")
+        count = np.maximum(np.searchsorted(starts, hi, side="left") - first, 0)
+        out = np.full(len(lo), -1, dtype=np.int64)
+        total = int(count.sum())
+        if not total:
+            return out
+        query = np.repeat(np.arange(len(lo)), count)
+        cand = order[np.arange(total) + np.repeat(first - np.cumsum(count) + count, count)]
+        overlap = np.minimum(self.api_end[cand], hi[query]) - np.maximum(self.api_start[cand], lo[query])
+        pick = np.lexsort((np.arange(total), -overlap, query))  # per query: the largest overlap, then the first
+        heads = pick[np.concatenate([[True], query[pick][1:] != query[pick][:-1]])]
+        good = overlap[heads] > 0
+        out[query[heads][good]] = cand[heads][good]
+        return out
 
 
 def _codes(series: pd.Series, *, wide: bool = True) -> tuple[Ints, list[str]]:
@@ -706,6 +731,15 @@ def top_kernels(prep: Prepared, rows: Ints, top: int) -> list[TopKernel]:
     ]
 
 
+def _top_value(values: Ints, top: int) -> int:
+    """The ``top``-th largest value (``np.partition``'s at ``len - top``), by peeling off the largest distinct
+    values: a few linear passes, where introselect slows down on a million equal gaps and a few longer ones."""
+    cut = int(values.max())
+    while np.count_nonzero(values >= cut) < top:
+        cut = int(values[values < cut].max())
+    return cut
+
+
 def _largest_idle(
     prep: Prepared,
     dev: DeviceOps,
@@ -722,9 +756,10 @@ def _largest_idle(
     if lengths is None:
         lengths = ends - starts
     if len(lengths) > top:  # only the candidates for the top, in position order (a stable sort of them all)
-        cut = np.partition(lengths, len(lengths) - top)[len(lengths) - top]
-        cand = np.flatnonzero(lengths >= cut)
-        order = cand[np.argsort(-lengths[cand], kind="stable")][:top]
+        cut = _top_value(lengths, top)
+        longer = np.flatnonzero(lengths > cut)
+        cand = np.concatenate([longer, np.flatnonzero(lengths == cut)[: top - len(longer)]])  # ties: the first
+        order = cand[np.lexsort((cand, -lengths[cand]))][:top]
     else:
         order = np.argsort(-lengths, kind="stable")
     out = []
