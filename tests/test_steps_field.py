@@ -108,6 +108,26 @@ def test_hf_eager_kineto() -> None:
     check_prefill_then_decode(truth, detect(FIELD / "C_hf_eager_kineto.json.gz"))  # truth annotations: no markers
 
 
+def test_hf_compiled_nsys(tmp: Path) -> None:
+    """torch.compile (inductor, no CUDA graphs) of the same model: 74 fused kernels a decode forward. Inductor's
+    autotuning before it repeats 2-3 op benchmark loops between syncs: no steps (a step runs at least 4 ops)."""
+    path = gunzip("C_hf_compiled.sqlite.gz", tmp)
+    truth = nsys_steps(path, r"truth_forward \d+")
+    assert len(truth) == 32 and {t.kernels for t in truth[1:]} == {74}
+    result = detect(strip_nvtx_domain(path, "truth"))
+    check_one_for_one(truth[1:], result)  # the decode forwards, each with generate()'s own work after it
+    decode = {m.kind for m in match(truth[1:], result.steps) if m is not None}
+    commonest = max(result.kinds, key=lambda k: k.instances)
+    assert decode == {commonest.key}, [(k.label, k.instances) for k in result.kinds]  # not an autotuning loop
+
+
+@pytest.mark.xfail(strict=True, reason="the compiled prefill forward is left between two kinds of step: unmatched")
+def test_hf_compiled_prefill(tmp: Path) -> None:
+    path = gunzip("C_hf_compiled.sqlite.gz", tmp)
+    truth = nsys_steps(path, r"truth_forward \d+")
+    assert match(truth[:1], detect(strip_nvtx_domain(path, "truth")).steps) != [None]
+
+
 def test_jax(tmp: Path) -> None:
     path = gunzip("D_jax.sqlite.gz", tmp)
     truth = nsys_steps(path, r"truth_step \d+")

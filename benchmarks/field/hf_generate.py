@@ -65,7 +65,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3, help="timed generate() calls before the recorded one")
-    parser.add_argument("--compiled", action="store_true", help="static cache + torch.compile(mode=reduce-overhead)")
+    parser.add_argument("--compiled", action="store_true", help="static cache + torch.compile")
+    parser.add_argument(
+        "--compile-mode", default="reduce-overhead", help="torch.compile mode: reduce-overhead (CUDA graphs) or default"
+    )
     parser.add_argument("--kineto", metavar="JSON", help="also record one generate() with torch.profiler here")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dry", action="store_true", help="CPU smoke test: float32 on the CPU, tiny")
@@ -84,10 +87,11 @@ def main() -> None:
     model.generation_config.pad_token_id = 0
     if args.compiled:
         model.generation_config.cache_implementation = "static"
-        compiled: Any = torch.compile(model.forward, mode="reduce-overhead")
+        compiled: Any = torch.compile(model.forward, mode=args.compile_mode)
 
         def forward(*a: Any, **k: Any) -> Any:
-            torch.compiler.cudagraph_mark_step_begin()  # the static cache is updated in place between calls
+            if args.compile_mode == "reduce-overhead":
+                torch.compiler.cudagraph_mark_step_begin()  # the static cache is updated in place between calls
             return compiled(*a, **k)
 
         model.forward = forward
@@ -126,7 +130,8 @@ def main() -> None:
         recorded, new = generate()
     per_token = args.new_tokens
     print(
-        f"SUMMARY workload=C label={args.label} compiled={args.compiled} kineto={bool(args.kineto)} "
+        f"SUMMARY workload=C label={args.label} compiled={args.compiled and args.compile_mode} "
+        f"kineto={bool(args.kineto)} "
         f"forwards={hooks.index} new_tokens={new} warmup_s={warm_s:.2f} "
         f"clean_generate_ms={statistics.median(clean) * 1e3:.3f} "
         f"clean_step_ms={statistics.median(clean) * 1e3 / per_token:.4f} "

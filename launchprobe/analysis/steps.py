@@ -45,7 +45,7 @@ Bools = npt.NDArray[np.bool_]
 T = TypeVar("T")
 
 MIN_STEPS = 3  # fewer iterations than this are not a loop
-MIN_OPS = 2  # a step runs at least this many GPU ops, one a kernel
+MIN_OPS = 4  # a step runs at least this many GPU ops, one a kernel
 QUIET_NS = 100_000_000  # 100 ms without GPU work or API calls splits active periods
 MIN_COVERAGE = 0.5  # the steps must hold at least this share of the period's launched ops
 MAX_GROUP = 16  # at most this many sync / graph segments per step
