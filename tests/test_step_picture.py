@@ -215,3 +215,22 @@ def test_step_kinds_plot_of_a_saved_run() -> None:
     assert decode["busy_fraction"] == pytest.approx(0.418 / 0.70) and "launch-bound" in decode["caption"]
     assert "786 shortest gaps (150 us of idle) drawn busy" in prefill["caption"]
     assert plots.plot_step_kinds(runs.analyze_run()) is None  # no step kinds, no picture
+
+
+def test_the_report_lists_the_kinds_with_most_steps() -> None:
+    """Dozens of small repeating kinds (a JAX model's initialisation) around the loop: the Ranges table keeps the
+    12 with most steps and says how many more the JSON holds."""
+    import msgspec
+
+    from launchprobe.render import render_text
+    from tests import runs
+
+    run = runs.analyze_steps_run()
+    decode = run.summaries[0]
+    extra = [
+        msgspec.structs.replace(decode, name=f"step: init {i}", step_kind=f"init {i}", instances=3) for i in range(14)
+    ]
+    run = msgspec.structs.replace(run, summaries=[*run.summaries, *extra])
+    text = render_text(run, "plain", width=400)
+    assert "step: init 9 " in text and "step: init 10 " not in text  # 2 kinds + the first 10 of the 14
+    assert "4 more step kinds (12 steps, fewest steps each) in the JSON" in text

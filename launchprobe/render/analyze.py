@@ -47,9 +47,10 @@ def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
     report = Report(title="launchprobe analyze")
     report.fields = _header(run)
     report.notices = list(run.notices)
-    rows, groups = run.windows, run.summaries
+    rows, every_group = run.windows, run.summaries
+    groups = _shown_summaries(every_group)
     if groups:
-        report.blocks.append(_ranges_table(groups))
+        report.blocks.append(_ranges_table(groups, hidden=[g for g in every_group if g not in groups]))
     if len(run.ranks) > 1:
         report.blocks.append(_ranks_table(run))
     strips = step_strips(groups)
@@ -108,7 +109,15 @@ def _typical_verdict(g: Summary) -> str:
     return f"{g.verdict} {v.integer(count)}/{v.integer(g.instances)}" if count is not None else v.text(g.verdict)
 
 
-def _ranges_table(groups: list[Summary]) -> Table:
+def _shown_summaries(groups: list[Summary]) -> list[Summary]:
+    """Every range summary, and the first ``KINDS_PICTURED`` step kinds (the run lists them most steps first):
+    a trace can hold dozens of small repeating kinds (a JAX model's per-parameter initialisation) around its loop."""
+    kinds = [g for g in groups if g.step_kind is not None]
+    keep = {id(g) for g in kinds[:KINDS_PICTURED]}
+    return [g for g in groups if g.step_kind is None or id(g) in keep]
+
+
+def _ranges_table(groups: list[Summary], hidden: list[Summary]) -> Table:
     body = [
         [
             v.text(_ranked(g.name, g.rank)),
@@ -137,6 +146,9 @@ def _ranges_table(groups: list[Summary]) -> Table:
         "3x the median, left out); idle split: totals as shares of their span; ahead: how long the host queued the "
         "first op before the GPU ran it"
     )
+    if hidden:
+        steps = sum(g.instances for g in hidden)
+        note += f"; {len(hidden)} more step kinds ({v.integer(steps)} steps, fewest steps each) in the JSON"
     return Table(title="Ranges", columns=columns, rows=body, align="llrrrrrrrrrrrrlr", note=note)
 
 
