@@ -193,6 +193,24 @@ def test_prefill_before_decode_steps() -> None:
     assert len(result.steps) == 18
 
 
+def test_each_loop_at_its_own_phase() -> None:
+    """Two syncs per step (HF eager generate(): one inside the forward), four generate() calls whose setups run
+    one and two syncs in turn: no one phase of the sync pairs fits every call; each call's loop is grouped at its
+    own, the prefill of each a step of its own."""
+    step = [("tok", 100_000, 3_000), ("fwd0", 2_000, 3_000), SYNC, *[(f"fwd{i}", 2_000, 3_000) for i in range(1, 20)]]
+    prefill = [(n.replace("fwd3", "prefill_attn"), gap, 3 * ns) for n, gap, ns in step]
+    events = []
+    for setup in (_step(["arange", "fill"]), _step(["arange", "fill"]) + _step(["mask", "cumsum", "copy"])) * 2:
+        events += setup + prefill + [SYNC] + [e for _ in range(8) for e in [*step, SYNC]]
+    timeline = _calls(events)
+    result = detect_steps(timeline, "auto")
+    labels = {k.key: k.label for k in result.kinds}
+    decode, first = "decode, eager, 21 ops", "prefill, eager, 21 ops"
+    assert sorted(labels.values()) == [decode, first]
+    assert sorted(labels[s.kind] for s in result.steps) == [decode] * 32 + [first] * 4
+    assert {timeline.gpu_ops["name"][s.first_op] for s in result.steps} == {"tok"}  # each a whole forward
+
+
 def test_layer_is_not_a_step() -> None:
     """A few eager forwards of a 16-layer model with no per-step sync, too few to be a loop: the layer repeats,
     but the ops that run once per forward break its repeat at the forward's period, so no steps."""

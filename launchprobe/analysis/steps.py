@@ -667,8 +667,48 @@ def _group(seg_a: Ints, seg_b: Ints, seg_sig: U64, gap: Ints) -> tuple[Ints, Int
             return None
         q, phase = picked
         phase = _repeat_phase(seg_sig, q, phase) if q > 1 else 0
-    heads = np.arange(phase, k - q + 1, q)
+    heads = _loop_heads(seg_sig, q, phase) if q > 1 else np.arange(k)
     return seg_a[heads], seg_b[heads + q - 1], q
+
+
+def _loop_heads(seg_sig: U64, q: int, phase: int) -> Ints:
+    """The first segment of each group of q, each loop at its own phase (the loops of several ``generate()``
+    calls, between setups of different lengths): runs of at least ``MIN_STEPS`` identical consecutive groups
+    that overlap are one loop, at the phase whose runs cover the most of it (ties: ``phase``); the segments before
+    a loop are grouped back from its start (a prefill before a run of decode steps), those after the last one on
+    from its end. Without such runs, every group at ``phase``."""
+    k = len(seg_sig)
+    sums = _hashsum0(seg_sig)
+    with np.errstate(over="ignore"):
+        same = (sums[q : k - q + 1] - sums[: k - 2 * q + 1]) == (sums[2 * q :] - sums[q : k - q + 1])
+    runs: list[tuple[int, int, int]] = []  # (first segment, end segment, phase)
+    for p in range(q):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], same[p::q].astype(np.int8), [0]])))
+        for u, v in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
+            if v - u + 1 >= MIN_STEPS:  # v - u groups each followed by an identical one
+                runs.append((p + u * q, p + (v + 1) * q, p))
+    loops: list[list[tuple[int, int, int]]] = []
+    reach = -1
+    for run in sorted(runs):
+        if run[0] < reach:
+            loops[-1].append(run)
+        else:
+            loops.append([run])
+        reach = max(reach, run[1])
+    if not loops:
+        return np.arange(phase, k - q + 1, q)
+    heads, done = [], 0
+    for loop in loops:
+        cover = Counter[int]()
+        for first, end, p in loop:
+            cover[p] += end - first
+        best = max(cover, key=lambda p: (cover[p], p == phase))
+        first = min(r[0] for r in loop if r[2] == best)
+        end = max(r[1] for r in loop if r[2] == best)
+        heads += [np.arange(first - q, done - 1, -q)[::-1], np.arange(first, end, q)]
+        done = end
+    heads.append(np.arange(done, k - q + 1, q))
+    return np.concatenate(heads).astype(np.int64)
 
 
 def _super_period(tok: U64, p: int) -> int | None:
