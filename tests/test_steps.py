@@ -94,13 +94,15 @@ def test_sequence_signal_cuts_where_the_host_pauses() -> None:
 
 
 SYNC = ("sync", 0, 0)
+UPLOAD = ("upload", 2_000, 1_000)
 
 
 def _calls(events: list[tuple[str, int, int]]) -> Timeline:
-    """One process, one stream: each event (name, host gap before its call, GPU ns) is a kernel launch, or with
-    name "sync" a cudaStreamSynchronize that returns when the GPU has run everything before it."""
+    """One process, one stream: each event (name, host gap before its call, GPU ns) is a kernel launch, with name
+    "sync" a cudaStreamSynchronize that returns when the GPU has run everything before it, with name "upload" a
+    host-to-device cudaMemcpyAsync."""
     t, gpu_free = 0, 0
-    ops: dict[str, list[object]] = {k: [] for k in ("name", "start_ns", "end_ns", "correlation_id")}
+    ops: dict[str, list[object]] = {k: [] for k in ("kind", "name", "start_ns", "end_ns", "correlation_id")}
     api: dict[str, list[object]] = {k: [] for k in ("name", "start_ns", "end_ns", "correlation_id")}
     for corr, (name, gap, gpu_ns) in enumerate(events):
         t += gap
@@ -111,19 +113,19 @@ def _calls(events: list[tuple[str, int, int]]) -> Timeline:
             end = t + 4_000
             start = max(end + 1_000, gpu_free + 500)
             gpu_free = start + gpu_ns
-            ops["name"].append(name)
+            upload = name == "upload"
+            ops["kind"].append("memcpy" if upload else "kernel")
+            ops["name"].append("Memcpy HtoD" if upload else name)
             ops["start_ns"].append(start)
             ops["end_ns"].append(gpu_free)
             ops["correlation_id"].append(corr)
-            api["name"].append("cudaLaunchKernel")
+            api["name"].append("cudaMemcpyAsync" if upload else "cudaLaunchKernel")
         api["start_ns"].append(t)
         api["end_ns"].append(end)
         api["correlation_id"].append(corr)
         t = end
-    n, m = len(ops["name"]), len(api["name"])
-    gpu = pd.DataFrame(
-        {**ops, "kind": ["kernel"] * n, "device": 0, "stream": 7, "pid": 1, "graph_node_id": -1, "bytes": 0}
-    )
+    m = len(api["name"])
+    gpu = pd.DataFrame({**ops, "device": 0, "stream": 7, "pid": 1, "graph_node_id": -1, "bytes": 0})
     calls = pd.DataFrame({**api, "category": [api_category(str(x)) for x in api["name"]], "pid": [1] * m, "tid": 1})
     return Timeline(
         gpu_ops=conform(gpu, GPU_OP_COLUMNS), api_calls=conform(calls, API_CALL_COLUMNS), ranges=_no_ranges()
@@ -191,6 +193,39 @@ def test_prefill_before_decode_steps() -> None:
     labels = sorted(k.label for k in result.kinds)
     assert labels == ["decode, eager, 20 ops", "prefill, eager, 20 ops"]
     assert len(result.steps) == 18
+
+
+def test_syncs_after_uploads_end_no_step() -> None:
+    """torch.compile's prefill: after each layer an upload (a host-to-device copy, then a stream sync); those syncs
+    read nothing back, so the prefill is one step of its own, not four layer-sized ones."""
+    decode = [f"layer{i}" for i in range(20)]
+    layer = [(f"p{i}", 2_000, 6_000) for i in range(5)]
+    prefill = [e for _ in range(4) for e in [*layer, UPLOAD, SYNC]] + [("head", 2_000, 6_000), SYNC]
+    setup = _step(["arange", "fill"]) + _step(["mask", "cumsum", "copy"])
+    events = []
+    for _ in range(2):
+        events += setup + prefill + [e for _ in range(8) for e in _step(decode)]
+    result = detect_steps(_calls(events), "auto")
+    assert sorted(k.label for k in result.kinds) == ["decode, eager, 20 ops", "prefill, eager, 25 ops"]
+    assert sorted(s.kernels for s in result.steps) == [20] * 16 + [21] * 2
+
+
+def test_each_loop_at_its_own_phase() -> None:
+    """Two syncs per step (HF eager generate(): one inside the forward), four generate() calls whose setups run
+    one and two syncs in turn: no one phase of the sync pairs fits every call; each call's loop is grouped at its
+    own, the prefill of each a step of its own."""
+    step = [("tok", 100_000, 3_000), ("fwd0", 2_000, 3_000), SYNC, *[(f"fwd{i}", 2_000, 3_000) for i in range(1, 20)]]
+    prefill = [(n.replace("fwd3", "prefill_attn"), gap, 3 * ns) for n, gap, ns in step]
+    events = []
+    for setup in (_step(["arange", "fill"]), _step(["arange", "fill"]) + _step(["mask", "cumsum", "copy"])) * 2:
+        events += setup + prefill + [SYNC] + [e for _ in range(8) for e in [*step, SYNC]]
+    timeline = _calls(events)
+    result = detect_steps(timeline, "auto")
+    labels = {k.key: k.label for k in result.kinds}
+    decode, first = "decode, eager, 21 ops", "prefill, eager, 21 ops"
+    assert sorted(labels.values()) == [decode, first]
+    assert sorted(labels[s.kind] for s in result.steps) == [decode] * 32 + [first] * 4
+    assert {timeline.gpu_ops["name"][s.first_op] for s in result.steps} == {"tok"}  # each a whole forward
 
 
 def test_layer_is_not_a_step() -> None:

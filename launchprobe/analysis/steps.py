@@ -9,12 +9,13 @@ Pure functions of a Timeline (numpy; per-step work is vectorised across steps). 
   ``ProfilerStep#<n>``); a step's work is the GPU ops launched inside the range from any thread of its process.
 - ``structure``: per process and device, the work is split into active periods at quiet stretches (no GPU op
   running and no API call of the process for ``quiet_ns``), and each period into iterations by the first signal
-  that repeats: the host synchronisation that ends a step (a blocking sync or synchronous device-to-host copy),
-  one (or a fixed number of) graph launch(es) per step, or the period of the launch sequence itself (kernel names
-  and API calls). A signal is used only when at least ``MIN_STEPS`` iterations running the same ops cover at least
-  half of the period's work; otherwise the period has no steps ("no repeating steps found"). Uncovered calls next
-  to a step that repeat its launch sequence exactly are a step too (a warm-up step stalled across a quiet stretch),
-  and so, at the capture's start or end, are the calls that begin or end its sequence (a step cut short).
+  that repeats: the host synchronisation that ends a step (a blocking sync or synchronous device-to-host copy,
+  not one waiting for an upload), one (or a fixed number of) graph launch(es) per step, or the period of the
+  launch sequence itself (kernel names and API calls). A signal is used only when at least ``MIN_STEPS``
+  iterations running the same ops cover at least half of the period's work; otherwise the period has no steps ("no
+  repeating steps found"). Uncovered calls next to a step that repeat its launch sequence exactly are a step too (a
+  warm-up step stalled across a quiet stretch), and so, at the capture's start or end, are the calls that begin or
+  end its sequence (a step cut short).
 
 A step owns the GPU time from the end of the previous step's work (same process and device, same active period)
 to the end of its own work; the first step of a period owns from its own first op. Steps running the same ops (up
@@ -67,6 +68,7 @@ NO_STEPS = "no repeating steps found"
 
 SYNC_COPY_NAMES = frozenset({"cudaMemcpy", "cuMemcpyDtoH", "cuMemcpy", "hipMemcpy", "hipMemcpyDtoH"})
 GRAPH_NAMES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+_UPLOAD = re.compile(r"\bHtoD\b")  # a copy op's name: "Memcpy HtoD", "Memcpy HtoD (Pageable -> Device)"
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
 _KIND_MIX = np.uint64(0x2545F4914F6CDD1D)
 
@@ -235,6 +237,7 @@ class _Ctx:
     api_canon: list[str]
     is_sync: Bools  # per api name code: a blocking sync (...Synchronize)
     is_sync_copy: Bools  # a synchronous copy
+    is_upload: Bools  # per op name code: a host-to-device copy
     is_graph: Bools  # a graph launch
     name_hash: U64  # per op name code
     op_hash: U64  # per op: its name and kind (a step's kind key sums them)
@@ -260,6 +263,7 @@ def _context(timeline: Timeline, prep: Prepared) -> _Ctx:
         api_canon=canon,
         is_sync=np.array([n.endswith("Synchronize") for n in canon], dtype=bool),
         is_sync_copy=np.array([n in SYNC_COPY_NAMES for n in canon], dtype=bool),
+        is_upload=np.array([_UPLOAD.search(n) is not None for n in prep.op_names], dtype=bool),
         is_graph=is_graph,
         name_hash=name_hash,
         op_hash=op_hash.astype(np.uint64),
@@ -519,12 +523,15 @@ def _events(ctx: _Ctx, pid: int, device: int) -> _Events:
     op_hash = np.where(has, ctx.name_hash[prep.op_name[first]] if len(here) else 0, 0).astype(np.uint64)
     with np.errstate(over="ignore"):
         token = ctx.api_hash[name] * _MIX[0] + op_hash + nops.astype(np.uint64) * _MIX[1]
+    upload = has & ctx.is_upload[prep.op_name[first]] & (prep.op_kind[first] == 1) if len(here) else has
+    after_upload = np.zeros(len(api), dtype=bool)  # a sync that waits for an upload reads nothing back
+    after_upload[1:] = upload[:-1]
     return _Events(
         api=api,
         start=prep.api_start[api],
         end=prep.api_end[api],
         token=token,
-        sync=ctx.is_sync[name] | (ctx.is_sync_copy[name] & has),
+        sync=(ctx.is_sync[name] & ~after_upload) | (ctx.is_sync_copy[name] & has & ~upload),
         graph=ctx.is_graph[name],
         nops=nops,
         off=off,
@@ -667,8 +674,48 @@ def _group(seg_a: Ints, seg_b: Ints, seg_sig: U64, gap: Ints) -> tuple[Ints, Int
             return None
         q, phase = picked
         phase = _repeat_phase(seg_sig, q, phase) if q > 1 else 0
-    heads = np.arange(phase, k - q + 1, q)
+    heads = _loop_heads(seg_sig, q, phase) if q > 1 else np.arange(k)
     return seg_a[heads], seg_b[heads + q - 1], q
+
+
+def _loop_heads(seg_sig: U64, q: int, phase: int) -> Ints:
+    """The first segment of each group of q, each loop at its own phase (the loops of several ``generate()``
+    calls, between setups of different lengths): runs of at least ``MIN_STEPS`` identical consecutive groups
+    that overlap are one loop, at the phase whose runs cover the most of it (ties: ``phase``); the segments before
+    a loop are grouped back from its start (a prefill before a run of decode steps), those after the last one on
+    from its end. Without such runs, every group at ``phase``."""
+    k = len(seg_sig)
+    sums = _hashsum0(seg_sig)
+    with np.errstate(over="ignore"):
+        same = (sums[q : k - q + 1] - sums[: k - 2 * q + 1]) == (sums[2 * q :] - sums[q : k - q + 1])
+    runs: list[tuple[int, int, int]] = []  # (first segment, end segment, phase)
+    for p in range(q):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], same[p::q].astype(np.int8), [0]])))
+        for u, v in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
+            if v - u + 1 >= MIN_STEPS:  # v - u groups each followed by an identical one
+                runs.append((p + u * q, p + (v + 1) * q, p))
+    loops: list[list[tuple[int, int, int]]] = []
+    reach = -1
+    for run in sorted(runs):
+        if run[0] < reach:
+            loops[-1].append(run)
+        else:
+            loops.append([run])
+        reach = max(reach, run[1])
+    if not loops:
+        return np.arange(phase, k - q + 1, q)
+    heads, done = [], 0
+    for loop in loops:
+        cover = Counter[int]()
+        for first, end, p in loop:
+            cover[p] += end - first
+        best = max(cover, key=lambda p: (cover[p], p == phase))
+        first = min(r[0] for r in loop if r[2] == best)
+        end = max(r[1] for r in loop if r[2] == best)
+        heads += [np.arange(first - q, done - 1, -q)[::-1], np.arange(first, end, q)]
+        done = end
+    heads.append(np.arange(done, k - q + 1, q))
+    return np.concatenate(heads).astype(np.int64)
 
 
 def _super_period(tok: U64, p: int) -> int | None:
