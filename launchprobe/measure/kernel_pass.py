@@ -3,7 +3,8 @@
 The GPU-specific part is thin: build the step's instrumented variants (an end event after the ops of one
 variant's plan: host-recorded for host-launched ops, ``external`` event nodes inside freshly captured graphs),
 run them in rotation back to back, read the event times, and run clean steps and variants under CUPTI. Which ops
-go in which variant, the stitching, the choice of k and the checks are pure functions in analysis/sampled.py.
+go in which variant, the stitching, the choice of the spacing and the checks are pure functions in
+analysis/sampled.py.
 Op durations come from CUPTI's kernels of clean steps, grouped into ops by a counting pass (a kernel's time does
 not depend on the host, and CUPTI adds nothing to it); only where that cannot be had (CUPTI held by nsys, kernels
 not grouped) from a separate pass, the whole step as one graph with an event pair around every op
