@@ -6,7 +6,7 @@ run them in rotation back to back, read the event times, and run clean steps and
 go in which variant, the stitching, the choice of the spacing and the checks are pure functions in
 analysis/sampled.py.
 Op durations come from CUPTI's kernels of clean steps, grouped into ops by a counting pass (a kernel's time does
-not depend on the host, and CUPTI adds nothing to it); only where that cannot be had (CUPTI held by nsys, kernels
+not depend on the host); only where that cannot be had (CUPTI held by nsys, kernels
 not grouped) from a separate pass, the whole step as one graph with an event pair around every op
 (``graph_durations``), labelled so. docs/gaps.md has the method and its limits.
 """
