@@ -83,18 +83,12 @@ def clipped_union_ns(starts: npt.ArrayLike, ends: npt.ArrayLike, lo: int, hi: in
 
 def union_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The union of (start, end) intervals as disjoint intervals in time order (touching ones merge)."""
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
+    starts, ends = union_arrays([a for a, _ in intervals], [b for _, b in intervals])
+    return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
 
 
 def union_arrays(starts: npt.ArrayLike, ends: npt.ArrayLike) -> tuple[IntArray, IntArray]:
-    """The union of intervals as disjoint (starts, ends) arrays in time order (touching ones merge), as
-    ``union_intervals`` without a Python loop."""
+    """The union of intervals as disjoint (starts, ends) arrays in time order (touching ones merge)."""
     s, e, _ = sort_by_start(starts, ends)
     if len(s) == 0:
         return s, e

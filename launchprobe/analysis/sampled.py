@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from launchprobe.analysis.intervals import interval_stats, union_ns
 from launchprobe.analysis.kernel_gaps import OpTiming, aggregate_ops, gap_distribution
 
 OVERHEAD_BUDGET = 0.02  # the sampled step stays within 2% of clean (issue 12)
@@ -303,7 +304,7 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
         )
         cursor = finish
     step_ns = cursor + tail
-    busy = _union_ns([(r["start_ns"], r["end_ns"]) for r in rows])
+    busy = union_ns([r["start_ns"] for r in rows], [r["end_ns"] for r in rows])
     all_lengths = [x for values in lengths.values() for x in values]
     spreads = [_iqr(v) for v in ends_at.values()] + [_iqr(v) for v in local.values()]
     return Stitched(
@@ -316,18 +317,6 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
         variant_step_ns={v: float(statistics.median(x)) for v, x in sorted(lengths.items())},
         position_noise_ns=float(statistics.median(spreads)) if spreads else 0.0,
     )
-
-
-def _union_ns(intervals: Sequence[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
 
 
 def instrumented_rows(ops: Sequence[OpTiming], steps: Sequence[SampledStep], durations_ns: Sequence[int]) -> Stitched:
@@ -441,8 +430,6 @@ def cupti_reference(
     step_kernels: Sequence[Sequence[tuple[int, int]]], step_times_ns: Sequence[float], counts: Sequence[int] | None
 ) -> CuptiReference:
     """From the kernels of back-to-back clean steps (one list per step, CUPTI clock) and their boundary times."""
-    from launchprobe.analysis.intervals import interval_stats
-
     busy = []
     for kernels in step_kernels:
         starts = np.asarray([s for s, _ in kernels], dtype=np.int64)
@@ -463,7 +450,7 @@ def cupti_reference(
         ref.grouping = f"not grouped: {error}"
         return ref
     n = len(counts)
-    ref.op_busy_ns = float(statistics.median(_union_ns(ops) for ops in per_step))
+    ref.op_busy_ns = float(statistics.median(union_ns([a for a, _ in ops], [b for _, b in ops]) for ops in per_step))
     ref.op_duration_ns = [float(statistics.median(step[i][1] - step[i][0] for step in per_step)) for i in range(n)]
     gaps: list[list[int]] = [[] for _ in range(n)]
     for number, step in enumerate(per_step):

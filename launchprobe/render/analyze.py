@@ -47,10 +47,10 @@ def build(run: AnalyzeRun, *, name_width: int | None = None) -> Report:
     report = Report(title="launchprobe analyze")
     report.fields = _header(run)
     report.notices = list(run.notices)
-    rows, every_group = run.windows, run.summaries
-    groups = _shown_summaries(every_group)
+    rows = run.windows
+    groups, hidden = _shown_summaries(run.summaries)
     if groups:
-        report.blocks.append(_ranges_table(groups, hidden=[g for g in every_group if g not in groups]))
+        report.blocks.append(_ranges_table(groups, hidden))
     if len(run.ranks) > 1:
         report.blocks.append(_ranks_table(run))
     strips = step_strips(groups)
@@ -109,12 +109,13 @@ def _typical_verdict(g: Summary) -> str:
     return f"{g.verdict} {v.integer(count)}/{v.integer(g.instances)}" if count is not None else v.text(g.verdict)
 
 
-def _shown_summaries(groups: list[Summary]) -> list[Summary]:
-    """Every range summary, and the first ``KINDS_PICTURED`` step kinds (the run lists them most steps first):
-    a trace can hold dozens of small repeating kinds (a JAX model's per-parameter initialisation) around its loop."""
+def _shown_summaries(groups: list[Summary]) -> tuple[list[Summary], list[Summary]]:
+    """Every range summary and the first ``KINDS_PICTURED`` step kinds (the run lists them most steps first), and
+    the kinds left out: a trace can hold dozens of small repeating kinds (a JAX model's per-parameter
+    initialisation) around its loop."""
     kinds = [g for g in groups if g.step_kind is not None]
-    keep = {id(g) for g in kinds[:KINDS_PICTURED]}
-    return [g for g in groups if g.step_kind is None or id(g) in keep]
+    hidden = {id(g) for g in kinds[KINDS_PICTURED:]}
+    return [g for g in groups if id(g) not in hidden], [g for g in groups if id(g) in hidden]
 
 
 def _ranges_table(groups: list[Summary], hidden: list[Summary]) -> Table:
