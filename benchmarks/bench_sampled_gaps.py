@@ -40,6 +40,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=30, help="clean steps timed per cell")
     parser.add_argument("--density", choices=("sampled", "dense"), default="sampled")
     parser.add_argument("--budget-s", type=float, default=280.0, help="skip cells that would start after this")
+    parser.add_argument("--reach", default="", help="pair reaches per cell, e.g. 2,3 (default: the pass's)")
     parser.add_argument(
         "--pdl", action=argparse.BooleanOptionalAction, default=True, help="programmatic dependent launch (default on)"
     )
@@ -89,12 +90,13 @@ def main() -> None:
             for batch in batches:
                 elapsed = time.perf_counter() - start
                 if elapsed > args.budget_s:
-                    cell = {"shape": shape_name, "mode": mode, "batch": batch, "status": "skipped: time budget"}
+                    cells = [{"shape": shape_name, "mode": mode, "batch": batch, "status": "skipped: time budget"}]
                 else:
-                    cell = run_cell(model, config, state, mode, batch, args)
-                cell["elapsed_s"] = round(time.perf_counter() - start, 1)
-                out["cells"].append(cell)
-                print(line(cell), flush=True)
+                    cells = run_cell(model, config, state, mode, batch, args)
+                for cell in cells:
+                    cell["elapsed_s"] = round(time.perf_counter() - start, 1)
+                    out["cells"].append(cell)
+                    print(line(cell), flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 args.out.write_text(json.dumps(out, indent=1, default=str))  # after every cell: a crash loses none
             gc.collect()
@@ -134,7 +136,10 @@ def build(shape_name: str, batches: list[int], args: argparse.Namespace) -> tupl
     return model, config
 
 
-def run_cell(model: Any, config: Any, state: dict[str, Any], mode: str, batch: int, args: argparse.Namespace) -> Any:
+def run_cell(
+    model: Any, config: Any, state: dict[str, Any], mode: str, batch: int, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """One (mode, batch): the clean step, then the pass once per reach asked for (one cell each)."""
     import torch
 
     from launchprobe.classify import run_kernel_pass
@@ -152,10 +157,16 @@ def run_cell(model: Any, config: Any, state: dict[str, Any], mode: str, batch: i
         runner = prepare(mode, batch, model.step(batch), pool, markers)
         warm_up(runner.run, 10, True)
         clean = Samples.of(time_steps_cuda(runner.run, args.steps))
-        kp = run_kernel_pass(model, mode, batch, clean.median, config, state, runner, markers)
-        return summarise(shape, mode, batch, clean.median, clean.relative_noise, kp, time.perf_counter() - t0)
+        cells = []
+        reaches: list[int | None] = [int(r) for r in args.reach.split(",") if r] or [None]
+        for reach in reaches:
+            t0 = time.perf_counter()
+            kp = run_kernel_pass(model, mode, batch, clean.median, config, state, runner, markers, reach=reach)
+            seconds = time.perf_counter() - t0
+            cells.append(summarise(shape, mode, batch, clean.median, clean.relative_noise, kp, seconds))
+        return cells
     except Exception as error:
-        return failed(shape, mode, batch, error)
+        return [failed(shape, mode, batch, error)]
     finally:
         del runner
         gc.collect()
@@ -182,7 +193,8 @@ def summarise(
         "sampled_steps": kp.sampled_steps, "stitched": kp.stitched, "refusal": kp.refusal,
         "instrumented_ms": kp.instrumented_step_ms, "overhead": kp.overhead_fraction,
         "overhead_max_variant": kp.variant_overhead_max_fraction, "within_2pct": kp.overhead_within_budget,
-        "pairing": kp.pairing, "kernel_pass": record,
+        "pairing": kp.pairing, "reach": kp.reach, "kernel_pass": record,
+        "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
     }  # fmt: skip
     if check is not None and check.available:
         failing = [o for o in check.ops if not o.gap_agrees]
@@ -192,6 +204,8 @@ def summarise(
             cupti_trusted=check.cupti_trusted,
             stitched_gap_total_us=check.events_total_gap_ns / 1e3 if check.events_total_gap_ns is not None else None,
             clean_idle_us=check.clean_idle_ns / 1e3 if check.clean_idle_ns is not None else None,
+            clean_gap_total_us=check.clean_gap_total_ns / 1e3 if check.clean_gap_total_ns is not None else None,
+            stitched_idle_us=check.events_idle_ns / 1e3 if check.events_idle_ns is not None else None,
             gap_total_diff_us=check.total_gap_diff_ns / 1e3 if check.total_gap_diff_ns is not None else None,
             gap_total_tolerance_us=check.total_gap_tolerance_ns / 1e3 if check.total_gap_tolerance_ns else None,
             gap_total_agrees=check.total_gap_agrees,
@@ -220,13 +234,16 @@ def num(value: Any, digits: int = 1) -> str:
 
 
 def line(cell: dict[str, Any]) -> str:
-    head = f"[{cell.get('elapsed_s', 0):6.1f} s] {cell['shape']:<13} {cell['mode']:<9} b={cell['batch']:<3}"
+    reach = cell.get("kernel_pass", {}).get("reach")
+    head = f"[{cell.get('elapsed_s', 0):6.1f} s] {cell['shape']:<13} {cell['mode']:<9} b={cell['batch']:<3}" + (
+        f" r={reach}" if reach else ""
+    )
     if cell["status"] != "ok":
         return f"{head} {cell['status']}"
     return (
         f"{head} clean {cell['clean_ms']:.3f} ms, m={cell['stride']}, overhead {pct(cell['overhead'])} "
         f"(max variant {pct(cell['overhead_max_variant'])}), gap total {num(cell.get('stitched_gap_total_us'))} vs "
-        f"idle {num(cell.get('clean_idle_us'))} us: {yes(cell.get('gap_total_agrees'))}, op gaps "
+        f"clean {num(cell.get('clean_gap_total_us'))} us: {yes(cell.get('gap_total_agrees'))}, op gaps "
         f"{cell.get('op_classes_agree', '-')}/{cell.get('op_classes', '-')}, CUPTI step "
         f"{pct(cell.get('cupti_step_vs_clean'))} ({cell['seconds']} s)"
         + ("" if cell["stitched"] else f" REFUSED: {cell['refusal']}")
@@ -235,8 +252,10 @@ def line(cell: dict[str, Any]) -> str:
 
 def table(cells: list[dict[str, Any]]) -> str:
     header = (
-        f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'m':>4} {'overhead':>9} {'<=2%':>5} "
-        f"{'gap tot us':>10} {'idle us':>9} {'diff us':>8} {'tol us':>7} {'ok':>3} {'busy':>6} {'CUPTI':>7} "
+        f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'m':>4} {'r':>2} {'overhead':>9} {'<=2%':>5} "
+        f"{'st. step':>8} {'gap tot us':>10} {'clean us':>9} {'diff us':>8} {'tol us':>7} {'ok':>3} "
+        f"{'idle us':>8} {'clean':>7} "
+        f"{'busy':>6} {'CUPTI':>7} "
         f"{'trust':>5} {'op gaps':>7} {'worst op':>22} {'verdict':>8}"
     )
     rows = [header, "-" * len(header)]
@@ -248,16 +267,21 @@ def table(cells: list[dict[str, Any]]) -> str:
         verdict = "REFUSED" if not c["stitched"] else "AGREE" if c.get("agrees") else "DISAGREE"
         rows.append(
             f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} {c['stride'] or '-':>4} "
-            f"{pct(c['overhead_max_variant']):>9} {yes(c['within_2pct']):>5} "
-            f"{num(c.get('stitched_gap_total_us')):>10} {num(c.get('clean_idle_us')):>9} "
+            f"{c.get('reach') or '-':>2} {pct(c['overhead_max_variant']):>9} {yes(c['within_2pct']):>5} "
+            f"{pct(c.get('stitched_step_vs_clean')):>8} "
+            f"{num(c.get('stitched_gap_total_us')):>10} {num(c.get('clean_gap_total_us')):>9} "
             f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_tolerance_us'), 0):>7} "
-            f"{yes(c.get('gap_total_agrees')):>3} {pct(c.get('busy_rel_diff')):>6} "
+            f"{yes(c.get('gap_total_agrees')):>3} {num(c.get('stitched_idle_us')):>8} {num(c.get('clean_idle_us')):>7} "
+            f"{pct(c.get('busy_rel_diff')):>6} "
             f"{pct(c.get('cupti_step_vs_clean')):>7} {yes(c.get('cupti_trusted')):>5} {ops:>7} "
             f"{c.get('worst_op') or '-':>22} {verdict:>8}"
         )
     rows.append(
-        "overhead: the slowest variant's median step against clean; gap tot: stitched per-step gaps; idle: clean "
-        "step minus CUPTI busy; tol: 10% or 50 us; busy: stitched vs CUPTI; CUPTI: its step against clean (trusted "
+        "overhead: the slowest variant's median step against clean; r: the pairs' reach; st. step: the stitched "
+        "step against clean; gap tot: the stitched gaps summed (signed); clean: the clean step less CUPTI's op "
+        "durations (its gaps, signed); idle us / clean: the stitched step less the union of its ops, and the clean "
+        "step less CUPTI's busy (reported, not in the verdict); tol: 10% of the clean idle or 50 us; busy: stitched vs "
+        "CUPTI; CUPTI: its step against clean (trusted "
         "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted)"
     )
     return "\n".join(rows)

@@ -635,9 +635,12 @@ def run_kernel_pass(
     state: dict[str, Any],
     runner: Any,
     markers: Any = None,
+    reach: int | None = None,
 ) -> KernelPass:
     """Per-kernel pass of one (mode, bucket) against its clean ``runner``; event costs measured once per run, op
-    durations and kernels per op (a CUPTI counting pass) once per bucket."""
+    durations and kernels per op (a CUPTI counting pass) once per bucket. ``reach``: the pairs' reach (default:
+    analysis/sampled.py's)."""
+    from launchprobe.analysis import sampled
     from launchprobe.analysis.sampled import StitchRefused
     from launchprobe.measure import kernel_pass
 
@@ -670,6 +673,7 @@ def run_kernel_pass(
         density=config.kernel_density,
         repeats=config.kernel_repeats,
         markers=markers,
+        reach=sampled.DEFAULT_REACH if reach is None else reach,
     )
     # Per-op achieved bandwidth, so the weak kernels of a step are visible (bytes of the bucket's batch).
     costs = costmodel.step_cost(config.shape, bucket, config.context, config.dtype).by_name()

@@ -207,16 +207,17 @@ def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
         density="sampled", picture="stitched", perturbing=False, stitched=True,
         clean_step_ms=clean, instrumented_step_ms=clean * 1.006, overhead_fraction=0.006,
         overhead_budget_fraction=0.02, overhead_within_budget=True, variant_overhead_max_fraction=0.011,
-        predicted_overhead_fraction=0.009, stride=stride, variants=4 + 2 * stride, cycles=5,
-        sampled_steps=5 * (4 + 2 * stride),
+        predicted_overhead_fraction=0.009, stride=stride, variants=6 + 2 * stride, cycles=5,
+        sampled_steps=5 * (6 + 2 * stride),
         stride_probes=[StrideProbe(stride=stride, overhead_fraction=0.011)],
-        pairing=pairing_note(pair_plan(323, stride)),
+        pairing=pairing_note(pair_plan(323, stride)), reach=pair_plan(323, stride).reach,
         event_cost_ns=4_200.0, event_node_ns=1_900.0, events_per_op=1,
         sequence_check=(
-            f"same kernel sequence (323 kernels) in 8 clean steps and in 16 of {4 + 2 * stride} variants (CUPTI)"
+            f"same kernel sequence (323 kernels) in 8 clean steps and in 16 of {6 + 2 * stride} variants (CUPTI)"
         ),
         position_noise_ns=900.0 if mode == "eager" else 120.0,
-        step_ns=step_ns, busy_ns=busy, idle_ns=step_ns - busy, span_ns=kernels[-1].end_ns - kernels[0].start_ns,
+        step_ns=step_ns, busy_ns=busy, idle_ns=step_ns - busy, gap_total_ns=step_ns - busy,
+        span_ns=kernels[-1].end_ns - kernels[0].start_ns,
         kernels=kernels,
         ops=summary,
         gaps=GapStats(
@@ -236,7 +237,8 @@ def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
             grouping="by a counting pass (ops one by one, sync between); its kernel sequence matches the step's",
             events_ops=323, cupti_kernels=323, events_busy_ns=float(busy), cupti_busy_ns=busy * 1.0,
             cupti_op_busy_ns=busy * 0.998, busy_rel_diff=0.002, busy_agrees=True,
-            events_total_gap_ns=float(step_ns - busy), clean_idle_ns=clean_idle,
+            events_total_gap_ns=float(step_ns - busy), clean_gap_total_ns=clean_idle, clean_idle_ns=clean_idle,
+            events_idle_ns=float(step_ns - busy), idle_diff_ns=step_ns - busy - clean_idle,
             cupti_total_gap_ns=clean_idle * (1 + cupti_overhead), total_gap_diff_ns=step_ns - busy - clean_idle,
             total_gap_tolerance_ns=max(50_000.0, 0.1 * clean_idle),
             total_gap_agrees=abs(step_ns - busy - clean_idle) <= max(50_000.0, 0.1 * clean_idle),

@@ -6,7 +6,10 @@ reaches it (it fires then). At most ``queue_depth`` items may be pending: the ho
 one replay call of ``replay_ns`` host time submits every node; nodes run back to back ``node_gap_ns`` apart, an
 event node costing ``event_node_ns`` of GPU time; with ``overlap_ns`` (programmatic dependent launch) kernel
 node i starts ``overlap_ns[i]`` earlier than it otherwise would, unless an event node sits before it: an event's
-cost then depends on the kernel after it, as on the GPU. Every step starts with the clean timing's boundary event.
+cost then depends on the kernel after it, as on the GPU. With ``refill_ns``, the launch pipeline an event node
+drained refills over a few kernels: the k-th kernel-to-kernel edge after an event node is ``refill_ns[k - 1]``
+longer (a chain of identical kernels on the H200 read so, docs/performance.md). Every step starts with the clean
+timing's boundary event.
 Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
 and CUPTI would report.
 """
@@ -33,6 +36,7 @@ class Stream:
     replay_ns: int = 6_000
     node_gap_ns: int = 1_000
     overlap_ns: list[int] = field(default_factory=list)
+    refill_ns: list[int] = field(default_factory=list)
     jitter_ns: int = 0
     seed: int = 0
     host: float = 0.0
@@ -69,12 +73,17 @@ class Stream:
         if self.graph:
             submit = self._host(self.replay_ns)
             earliest = submit + self.latency_ns
+            since_event = len(self.refill_ns) + 1  # kernels run since the last event node (none yet: refilled)
             for i, duration in enumerate(self.duration_ns):
                 kernels.append(self._run(earliest, duration))
+                since_event += 1
                 earliest = self.gpu + self.node_gap_ns
                 if i in marks:
                     ends[i], _ = self._run(earliest, self.event_node_ns)
                     earliest = self.gpu + self.node_gap_ns
+                    since_event = 0
+                elif 1 <= since_event <= len(self.refill_ns):
+                    earliest += self.refill_ns[since_event - 1]
                 elif i + 1 < len(self.overlap_ns):  # the next kernel may start before this one ends
                     self.gpu -= self.overlap_ns[i + 1]
                     earliest -= self.overlap_ns[i + 1]

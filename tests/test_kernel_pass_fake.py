@@ -179,7 +179,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert result.stitched and result.picture == "stitched", result.refusal
     assert result.sequence_check.startswith("same kernel sequence (36 kernels)"), result.sequence_check
     assert result.pairing.startswith("paired events") and result.stride_probes
-    assert 4 <= result.stride <= 31 and result.variants == 4 + 2 * result.stride  # plain, 3 solos, 2 per anchor
+    reach = result.reach
+    assert reach == 4 and reach + 2 <= result.stride <= 36 - reach
+    assert result.variants == 2 + reach + 2 * result.stride  # plain, solos for ops 0..r-1 and the last, 2 per anchor
     assert len(result.kernels) == 33 and result.ops and result.gaps is not None
     check = result.cupti_check
     assert (

@@ -8,6 +8,7 @@ gaps in the regimes where the argument of analysis/sampled.py holds, and the den
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
@@ -42,22 +43,25 @@ def timings(n: int, host: bool = True) -> list[OpTiming]:
 # --- rotation -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("reach", [2, 3, 5])
 @pytest.mark.parametrize(("n", "m"), [(3, 4), (10, 4), (11, 5), (12, 7), (40, 38), (323, 28), (323, 400)])
-def test_pair_plan_measures_every_gap_inside_one_step(n: int, m: int) -> None:
-    plan = pair_plan(n, m)
-    assert plan.spacing == max(4, min(m, n - 2))
+def test_pair_plan_measures_every_gap_inside_one_step(n: int, m: int, reach: int) -> None:
+    plan = pair_plan(n, m, reach)
+    assert plan.reach == reach
+    assert plan.spacing == max(reach + 2, min(m, n - reach))
     assert plan.roles[0] == "plain" and plan.variants[0] == []
-    assert {tuple(plan.variants[plan.index("solo", op)]) for op in (0, 1, n - 1)} == {(0,), (1,), (n - 1,)}
-    for i in range(2, n):  # the gap before op i: anchor i-2 in one skip and one adjacent variant
-        skip = plan.variants[plan.index("skip", (i - 2) % plan.spacing)]
-        adjacent = plan.variants[plan.index("adjacent", (i - 2) % plan.spacing)]
-        assert {i - 2, i} <= set(skip) and i - 1 not in skip  # no event in the measured gap
-        assert {i - 2, i - 1} <= set(adjacent) and i not in adjacent
+    solos = {*range(min(reach, n)), n - 1}
+    assert {tuple(plan.variants[plan.index("solo", op)]) for op in solos} == {(op,) for op in solos}
+    for i in range(reach, n):  # the gap before op i: anchor i - r in one far and one near variant
+        far = plan.variants[plan.index("far", (i - reach) % plan.spacing)]
+        near = plan.variants[plan.index("near", (i - reach) % plan.spacing)]
+        assert {i - reach, i} <= set(far) and not set(range(i - reach + 1, i)) & set(far)  # none in between
+        assert {i - reach, i - 1} <= set(near) and i not in near
     for ops, role in zip(plan.variants, plan.roles):
-        if role in ("skip", "adjacent"):
+        if role in ("far", "near"):
             anchors = ops[0::2]
             assert all(b - a == plan.spacing for a, b in zip(anchors, anchors[1:]))  # pairs never touch
-            assert all(t - j == (2 if role == "skip" else 1) for j, t in zip(ops[0::2], ops[1::2]))
+            assert all(t - j == (reach if role == "far" else reach - 1) for j, t in zip(ops[0::2], ops[1::2]))
     assert dense_plan(n).variants == [list(range(n))]
 
 
@@ -73,6 +77,8 @@ def test_plan_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
         pair_plan(3, 0)
     with pytest.raises(ValueError):
+        pair_plan(10, 4, reach=1)
+    with pytest.raises(ValueError):
         dense_plan(0)
 
 
@@ -84,13 +90,15 @@ def _durations(n: int) -> list[int]:
     return [pattern[i % len(pattern)] for i in range(n)]
 
 
-def _stitched_vs_clean(stream_kwargs: dict, n: int, k: int, cycles: int = 3) -> tuple[list[int], list[float], float]:
+def _stitched_vs_clean(
+    stream_kwargs: dict, n: int, k: int, cycles: int = 3, reach: int = 2
+) -> tuple[list[int], list[float], float]:
     durations = _durations(n)
     clean = Stream(duration_ns=durations, launch_ns=[8_000] * n, **stream_kwargs)
     lengths, kernels = clean_steps(clean, 6)
     truth = clean_gaps(kernels)
     sampled = Stream(duration_ns=durations, launch_ns=[8_000] * n, **stream_kwargs)
-    plan = pair_plan(n, k)
+    plan = pair_plan(n, k, reach)
     steps, _ = run_sampled(sampled, plan.variants, cycles)
     result = stitch(timings(n), steps, plan, durations)
     return [r["gap_before_ns"] for r in result.rows], truth, statistics.median(lengths)
@@ -135,6 +143,37 @@ def test_graph_with_pdl_overlaps_stitches_to_the_clean_gaps() -> None:
     assert min(truth[1:]) < 0  # the clean step overlaps
     assert gaps[1:] == pytest.approx(truth[1:], abs=1)
     assert gaps[0] == pytest.approx(truth[0], abs=1)
+
+
+def test_the_reach_carries_the_gap_past_the_refill_after_an_event() -> None:
+    # after an event node the first two kernel-to-kernel edges are 300 and 250 ns long (the launch pipeline
+    # refilling): a pair of reach r measures the (r - 1)-th edge after its anchor, so r = 2 and 3 read every gap
+    # long by 300 and 250 ns, and r = 4 exactly. The step's own edges are refilled: the clean gaps have none of it.
+    n = 53
+    kw = {"graph": True, "refill_ns": [300, 250]}
+    for reach, bias in ((2, 300), (3, 250), (4, 0), (6, 0)):
+        gaps, truth, _ = _stitched_vs_clean(kw, n, 9, reach=reach)
+        assert [g - t for g, t in zip(gaps[reach:], truth[reach:])] == pytest.approx([bias] * (n - reach), abs=1)
+        assert gaps[1:reach] == pytest.approx(truth[1:reach], abs=1)  # from the solo variants
+        assert gaps[0] == pytest.approx(truth[0], abs=1)
+
+
+def test_gap_total_is_signed_and_the_idle_with_overlaps_is_reported_beside_it() -> None:
+    # op 1 starts 4 us before op 0 ends (PDL): the clean step's gaps sum to its step less the durations (signed,
+    # 46 us), its idle (step less the union) is 4 us more. A stitched step whose ends are right agrees on both; one
+    # whose events moved op 1 4 us later and op 2's gap 4 us shorter (what the event after an op does under PDL)
+    # still agrees on the gap total, and only the idle (reported, not in the verdict) shows the lost overlap.
+    ops = [(10_000, 30_000), (26_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [100_000.0] * 3, [1, 1, 1])
+    assert ref.op_duration_ns is not None and ref.op_busy_ns == 50_000 and sum(ref.op_duration_ns) == 54_000
+    right = _stitched_like(ops, 100_000)
+    check = clean_check(right, 100_000.0, ref)  # type: ignore[arg-type]
+    assert check["clean_gap_total_ns"] == 46_000 and check["events_total_gap_ns"] == 46_000
+    assert check["clean_idle_ns"] == 50_000 and check["idle_diff_ns"] == 0 and check["total_gap_agrees"]
+    moved = _stitched_like([(10_000, 30_000), (30_000, 54_000), (60_000, 70_000)], 100_000)
+    check = clean_check(moved, 100_000.0, ref)  # type: ignore[arg-type]
+    assert check["events_total_gap_ns"] == 46_000 and check["total_gap_diff_ns"] == 0
+    assert check["total_gap_agrees"] and check["idle_diff_ns"] == -4_000
 
 
 def test_dense_events_perturb_and_the_stitched_total_matches_clean_idle() -> None:
@@ -233,9 +272,11 @@ def test_initial_spacing_from_the_measured_event_cost() -> None:
     # 323 host-launched ops, 10 us per record, a 4.8 ms step: 1% is 48 us, so at most 4.8 events, 2 per anchor
     assert initial_spacing([10_000.0] * 323, 4.8e6) == 135
     assert initial_spacing([1_900.0] * 323, 4.8e6) == 26  # event nodes in a graph
-    assert initial_spacing([0.0] * 10, 1e6) == 4
-    assert initial_spacing([1e9] * 10, 1e6) == 8  # n - 2: one pair per variant
-    assert initial_spacing([1.0], 1e6) == 4
+    assert initial_spacing([0.0] * 10, 1e6) == 6  # reach 4 + 2: pairs of a variant never touch
+    assert initial_spacing([1e9] * 10, 1e6) == 6  # n - r, but never below r + 2
+    assert initial_spacing([1e9] * 20, 1e6) == 16  # n - r: one pair per variant
+    assert initial_spacing([1e9] * 20, 1e6, reach=2) == 18
+    assert initial_spacing([1.0], 1e6) == 6
 
 
 def test_choose_stride_widens_until_within_budget() -> None:
@@ -251,7 +292,7 @@ def test_choose_stride_searches_down_when_the_host_absorbs_events() -> None:
     choice = choose_stride(321, 68, lambda k: 0.001 if k >= 8 else 0.05, lowest=2)
     assert choice.stride == 8 and choice.within_budget
     assert [k for k, _ in choice.probes] == [68, 34, 17, 8, 4]
-    assert [k for k, _ in choose_stride(321, 68, lambda k: 0.001).probes] == [68, 34, 17, 8, 4]  # never below 4
+    assert [k for k, _ in choose_stride(321, 68, lambda k: 0.001).probes] == [68, 34, 17, 8, 6]  # never below 6
 
 
 def test_choose_stride_reports_when_even_one_event_is_too_much() -> None:
@@ -302,15 +343,18 @@ def test_cupti_reference_per_op_medians_and_gap_before_op_0() -> None:
 
 
 def _stitched_like(ops: list[tuple[int, int]], step_ns: int) -> object:
+    from launchprobe.analysis.intervals import union_ns
     from launchprobe.analysis.sampled import Stitched
 
-    rows, prev_end = [], ops[-1][1] - step_ns
+    rows: list[dict[str, Any]] = []
+    prev_end = ops[-1][1] - step_ns
     for i, (s, e) in enumerate(ops):
         rows.append({"index": i, "op": "x" if i % 2 else "y", "layer": 0, "host_launched": True, "start_ns": s,
                      "end_ns": e, "duration_ns": e - s, "gap_before_ns": s - prev_end})  # fmt: skip
         prev_end = e
-    busy = sum(e - s for s, e in ops)
-    return Stitched(rows, step_ns, busy, step_ns - busy, 10, float(step_ns), {}, 0.0)
+    busy = union_ns([s for s, _ in ops], [e for _, e in ops])
+    gap_total = sum(int(r["gap_before_ns"]) for r in rows)
+    return Stitched(rows, step_ns, busy, step_ns - busy, gap_total, 10, float(step_ns), {}, 0.0)
 
 
 def test_clean_check_agrees_trusts_and_disagrees() -> None:

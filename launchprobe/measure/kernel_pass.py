@@ -383,6 +383,7 @@ def kernel_pass(
     repeats: int = 5,
     markers: Markers | None = None,
     cupti: bool = True,
+    reach: int = sampled.DEFAULT_REACH,
 ) -> KernelPass:
     """Measure one (mode, bucket) op by op against its clean runner ``clean``.
 
@@ -415,22 +416,24 @@ def kernel_pass(
     clean_samples: list[float] = []
 
     def overhead_at(spacing: int) -> float:
-        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing).densest], pool, markers)
+        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach).densest], pool, markers)
         variant_ms, clean_ms = interleaved(densest.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
         return variant_ms / clean_ms - 1.0
 
     if density == "sampled":
-        start = sampled.initial_spacing(per_op_cost, clean_step_ms * 1e6)
+        start = sampled.initial_spacing(per_op_cost, clean_step_ms * 1e6, reach=reach)
         choice = sampled.choose_stride(
-            max(sampled.MIN_SPACING, n - 2), start, overhead_at, search_down=any(t.host_launched for t in timings)
+            sampled.widest_spacing(n, reach), start, overhead_at, lowest=sampled.min_spacing(reach),
+            search_down=any(t.host_launched for t in timings),
         )  # fmt: skip
-        plan = sampled.pair_plan(n, choice.stride)
+        plan = sampled.pair_plan(n, choice.stride, reach)
         result["stride_probes"] = [{"stride": k, "overhead_fraction": o} for k, o in choice.probes]
     else:
         plan = sampled.dense_plan(n)
     stride = plan.spacing
     result["pairing"] = sampled.pairing_note(plan)
+    result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers)
     if density == "dense":
         variant_ms, clean_ms = interleaved(variants.runners[0].run, clean.run, clean_step_ms)
@@ -504,6 +507,7 @@ def kernel_pass(
             step_ns=picture.step_ns,
             busy_ns=picture.busy_ns,
             idle_ns=picture.idle_ns,
+            gap_total_ns=picture.gap_total_ns,
             span_ns=rows[-1]["end_ns"] - rows[0]["start_ns"],
             kernels=rows,
             **sampled.summarise(picture, picture.step_ns),

@@ -164,6 +164,7 @@ class KernelRow(Record, kw_only=True):
     host_launched: bool | None = None
     duration_ns: int | None = None
     gap_corrected_ns: int | None = None
+    gap_noise_ns: float | None = None  # standard error of gap_before_ns, from the spread of its samples
 
 
 class OpRow(Record, kw_only=True):
@@ -227,8 +228,11 @@ class CuptiCheck(Record, kw_only=True):
     cupti_op_busy_ns: float | None = None  # union of op intervals (first kernel start to last kernel end)
     busy_rel_diff: float | None = None
     busy_agrees: bool | None = None
-    events_total_gap_ns: float | None = None  # stitched: the stitched step's idle
+    events_total_gap_ns: float | None = None  # the stitched gaps summed, signed (older files: the stitched idle)
+    clean_gap_total_ns: float | None = None  # clean step less CUPTI's op durations summed: its gaps, signed
     clean_idle_ns: float | None = None  # clean step time minus CUPTI busy
+    events_idle_ns: float | None = None  # the stitched step less the union of its op intervals
+    idle_diff_ns: float | None = None  # events_idle_ns - clean_idle_ns (where ops overlap, positions matter)
     cupti_total_gap_ns: float | None = None  # CUPTI's own step time minus its busy
     total_gap_diff_ns: float | None = None
     total_gap_tolerance_ns: float | None = None
@@ -269,6 +273,7 @@ class KernelPass(Record, kw_only=True):
     sampled_steps: int | None = None
     stride_probes: list[StrideProbe] | None = None
     pairing: str | None = None  # how exactly paired ends see the same events ahead (analysis/sampled.py)
+    reach: int | None = None  # ops from a pair's anchor to the op whose gap it measures
     event_cost_ns: float | None = None
     event_node_ns: float | None = None
     event_pair_offset_ns: float | None = None
@@ -282,6 +287,7 @@ class KernelPass(Record, kw_only=True):
     step_ns: int | None = None  # the pictured step: stitched head + ops and gaps + tail
     busy_ns: int | None = None  # union of the pictured op intervals
     idle_ns: int | None = None  # step_ns - busy_ns
+    gap_total_ns: int | None = None  # the pictured gaps summed, signed (overlaps negative): step_ns less durations
     span_ns: int | None = None
     kernels: list[KernelRow] = msgspec.field(default_factory=list)
     ops: list[OpRow] = msgspec.field(default_factory=list)
