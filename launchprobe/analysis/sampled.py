@@ -54,7 +54,7 @@ class StitchRefused(Exception):
 # Anchor to measured op, in ops. After an event node the launch pipeline refills over about two kernels: on a
 # chain of identical kernels (H200) reach 2 and 3 read every gap 0.23-0.34 us long, reach 4 and 6 within 0.06 us;
 # and at reach 2 a PDL-launched op two after the anchor (attention at batch 64) read 4-5 us long
-# (docs/performance.md, 2026-12-01 13:20).
+# (docs/performance.md, 2026-12-01 12:47 UTC).
 DEFAULT_REACH = 4
 
 
