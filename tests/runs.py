@@ -207,13 +207,13 @@ def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
         density="sampled", picture="stitched", perturbing=False, stitched=True,
         clean_step_ms=clean, instrumented_step_ms=clean * 1.006, overhead_fraction=0.006,
         overhead_budget_fraction=0.02, overhead_within_budget=True, variant_overhead_max_fraction=0.011,
-        predicted_overhead_fraction=0.009, stride=stride, variants=6 + 2 * stride, cycles=5,
-        sampled_steps=5 * (6 + 2 * stride),
+        predicted_overhead_fraction=0.009, stride=stride, variants=7 + 2 * stride, cycles=5,
+        sampled_steps=5 * (7 + 2 * stride),
         stride_probes=[StrideProbe(stride=stride, overhead_fraction=0.011)],
         pairing=pairing_note(pair_plan(323, stride)), reach=pair_plan(323, stride).reach,
         event_cost_ns=4_200.0, event_node_ns=1_900.0, events_per_op=1,
         sequence_check=(
-            f"same kernel sequence (323 kernels) in 8 clean steps and in 16 of {6 + 2 * stride} variants (CUPTI)"
+            f"same kernel sequence (323 kernels) in 8 clean steps and in 16 of {7 + 2 * stride} variants (CUPTI)"
         ),
         position_noise_ns=900.0 if mode == "eager" else 120.0,
         step_ns=step_ns, busy_ns=busy, idle_ns=step_ns - busy, gap_total_ns=step_ns - busy,

@@ -97,7 +97,11 @@ class Stream:
 
 
 def run_sampled(
-    stream: Stream, plan: Sequence[Sequence[int]], cycles: int, lead_in: int = 2
+    stream: Stream,
+    plan: Sequence[Sequence[int]],
+    cycles: int,
+    lead_in: int = 2,
+    follows: dict[int, int] | None = None,
 ) -> tuple[list[SampledStep], list[list[tuple[float, float]]]]:
     """Cycles of lead-in clean steps then one step per variant (rotated), as kernel_pass.py runs them. Returns the
     sampled steps and the kernels of every sampled step."""
@@ -108,7 +112,7 @@ def run_sampled(
     for cycle in range(cycles):
         for _ in range(lead_in):
             stream.step()
-        order = variant_order(len(plan), cycle)
+        order = variant_order(len(plan), cycle, follows)
         records = [(v, stream.step(plan[v])) for v in order]
         final = stream.event()  # the boundary after the last step
         starts = [rec[0] for _, rec in records] + [final]

@@ -181,7 +181,7 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert result.pairing.startswith("paired events") and result.stride_probes
     reach = result.reach
     assert reach == 4 and reach + 2 <= result.stride <= 36 - reach
-    assert result.variants == 2 + reach + 2 * result.stride  # plain, solos for ops 0..r-1 and the last, 2 per anchor
+    assert result.variants == 3 + reach + 2 * result.stride  # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor
     assert len(result.kernels) == 33 and result.ops and result.gaps is not None
     check = result.cupti_check
     assert (

@@ -91,7 +91,7 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     assert result.density == "sampled" and result.picture == "stitched" and result.stitched, result.refusal
     reach = result.reach
     assert reach is not None and result.stride is not None and result.stride >= reach + 2
-    assert result.variants == 2 + reach + 2 * result.stride  # plain, solos for ops 0..r-1 and the last, 2 per anchor
+    assert result.variants == 3 + reach + 2 * result.stride  # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor
     assert result.sampled_steps == result.cycles * result.variants
     assert result.sequence_check.startswith("same kernel sequence"), result.sequence_check
     rows = result.kernels

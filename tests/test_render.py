@@ -200,7 +200,7 @@ def test_kernel_pass_sections() -> None:
     text = plain_output(runs.classify_run(), width=140)
     assert "Per-kernel pass: eager, batch 1 (stitched from sampled steps)" in text
     assert "gaps before kernels: p50" in text and "instrumentation: 9.673 ms per sampled step" in text
-    assert "picture: stitched from 1,380 sampled steps: end events in pairs, one pair every 135 ops per step" in text
+    assert "picture: stitched from 1,385 sampled steps: end events in pairs, one pair every 135 ops per step" in text
     assert "within the 2% budget" in text and "gaps less" not in text  # no linear correction in a sampled pass
     assert "beyond 5%" in text and "check, op for op: not made" in text  # eager: CUPTI slows the host
     assert "check, median gap per op class vs CUPTI: 4 of 5 within 1 us or 15%: DISAGREE (attention +1.40 us)" in text

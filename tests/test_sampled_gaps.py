@@ -50,8 +50,16 @@ def test_pair_plan_measures_every_gap_inside_one_step(n: int, m: int, reach: int
     assert plan.reach == reach
     assert plan.spacing == max(reach + 2, min(m, n - reach))
     assert plan.roles[0] == "plain" and plan.variants[0] == []
-    solos = {*range(min(reach, n)), n - 1}
+    solos = {*range(min(reach, n))} | ({n - 1} if n <= reach else set())
     assert {tuple(plan.variants[plan.index("solo", op)]) for op in solos} == {(op,) for op in solos}
+    if n > reach:  # the gap between steps: anchor n - r, far end after op 0 of the next step
+        wrap_far, wrap_near = plan.roles.index("wrap_far"), plan.roles.index("wrap_near")
+        assert plan.variants[wrap_far] == [n - reach] and plan.variants[wrap_near] == [n - reach, n - 1]
+        assert plan.follows == {wrap_far: plan.index("solo", 0)}
+        for cycle in range(3):
+            order = variant_order(len(plan.variants), cycle, plan.follows)
+            assert sorted(order) == list(range(len(plan.variants)))
+            assert order[order.index(wrap_far) + 1] == plan.index("solo", 0)
     for i in range(reach, n):  # the gap before op i: anchor i - r in one far and one near variant
         far = plan.variants[plan.index("far", (i - reach) % plan.spacing)]
         near = plan.variants[plan.index("near", (i - reach) % plan.spacing)]
@@ -99,7 +107,7 @@ def _stitched_vs_clean(
     truth = clean_gaps(kernels)
     sampled = Stream(duration_ns=durations, launch_ns=[8_000] * n, **stream_kwargs)
     plan = pair_plan(n, k, reach)
-    steps, _ = run_sampled(sampled, plan.variants, cycles)
+    steps, _ = run_sampled(sampled, plan.variants, cycles, follows=plan.follows)
     result = stitch(timings(n), steps, plan, durations)
     return [r["gap_before_ns"] for r in result.rows], truth, statistics.median(lengths)
 
@@ -115,7 +123,9 @@ def test_launch_bound_eager_stitches_to_the_clean_gaps(k: int) -> None:
     _, kernels = clean_steps(clean, 4)
     truth = clean_gaps(kernels)
     plan = pair_plan(n, k)
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 2)
+    steps, _ = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 2, follows=plan.follows
+    )
     rows = stitch(timings(n), steps, plan, durations).rows
     assert [r["gap_before_ns"] for r in rows[1:]] == pytest.approx(truth[1:], abs=1)
     # between steps the tail carries the event after the last op, and nothing else
@@ -189,7 +199,9 @@ def test_dense_events_perturb_and_the_stitched_total_matches_clean_idle() -> Non
     )
     assert dense.instrumented_step_ns > 1.5 * statistics.median(lengths)
     plan = pair_plan(n, 38)  # one pair per variant: two events per step
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3)
+    steps, _ = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3, follows=plan.follows
+    )
     sampled = stitch(timings(n), steps, plan, durations)
     clean_idle = statistics.median(lengths) - sum(durations)
     assert sampled.idle_ns == pytest.approx(clean_idle, abs=1)
@@ -206,7 +218,9 @@ def test_mixed_regime_with_jitter_stays_close() -> None:
     _, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 20)
     per_op = [statistics.median(clean_gaps(kernels[: j + 2])[i] for j in range(19)) for i in range(n)]
     plan = pair_plan(n, 6)
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 9)
+    steps, _ = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 9, follows=plan.follows
+    )
     rows = stitch(timings(n), steps, plan, durations).rows
     errors = [abs(r["gap_before_ns"] - t) for r, t in zip(rows[1:], per_op[1:])]
     assert statistics.median(errors) < 1_000
@@ -218,7 +232,9 @@ def test_stitched_rows_chain_into_one_step() -> None:
     n, k = 23, 4
     durations = _durations(n)
     plan = pair_plan(n, k)
-    steps, _ = run_sampled(Stream(duration_ns=durations, launch_ns=[8_000] * n, graph=True), plan.variants, 2)
+    steps, _ = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, graph=True), plan.variants, 2, follows=plan.follows
+    )
     s = stitch(timings(n, host=False), steps, plan, durations)
     rows = s.rows
     assert [r["index"] for r in rows] == list(range(n))
@@ -251,9 +267,14 @@ def test_refuses_missing_variants_and_foreign_steps() -> None:
     ops, durations = timings(6), [1_000] * 6
     plan = pair_plan(6, 4)
     last = len(plan.variants) - 1
-    steps = [SampledStep(v, 50_000, {i: 5_000 * (i + 1) for i in plan.variants[v]}) for v in range(last)]
+    order = [v for v in variant_order(len(plan.variants), 0, plan.follows) if v != last]
+    steps = [SampledStep(v, 50_000, {i: 5_000 * (i + 1) for i in plan.variants[v]}) for v in order]
     with pytest.raises(StitchRefused, match="variant"):  # the last variant never ran
         stitch(ops, steps, plan, durations)
+    wrap = plan.roles.index("wrap_far")
+    apart = [s for s in steps if s.variant != wrap] + [s for s in steps if s.variant == wrap]
+    with pytest.raises(StitchRefused, match="gap between steps"):  # the wrap pair's far end is in the next step
+        stitch(ops, apart, plan, durations)
     bad = [*steps, SampledStep(last, 50_000, {0: 1})]
     with pytest.raises(StitchRefused, match="not the ops of its plan"):
         stitch(ops, bad, plan, durations)

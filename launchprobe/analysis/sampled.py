@@ -13,9 +13,14 @@ measurements that share their first event:
   accumulates, since both ends are measured from an event r ops earlier in the same step. The anchor's event
   leaves the GPU idle, so the ops just after it start cold (no programmatic early launch); the reach puts the
   measured gap r - 1 ops past that restart.
-- "solo" variants record one event after op 0, ..., op r - 1 or op n - 1 (nothing ahead): the head (boundary to
-  op 0's start), the gaps before ops 1 .. r - 1, and with a "plain" event-free variant's length, the tail (op n -
-  1's end to the next boundary); the gap before op 0 is tail + head.
+- "solo" variants record one event after op 0, ..., op r - 1 (nothing ahead): the head (boundary to op 0's
+  start) and the gaps before ops 1 .. r - 1.
+- the gap between steps (before op 0) is measured like the others, across the boundary: a "wrap_far" variant
+  records an event after op n - r and is always followed, in the same cycle, by the solo variant of op 0, whose
+  event is r ops after that anchor; a "wrap_near" variant records events after ops n - r and n - 1. The tail (op
+  n - 1's end to the next boundary) is that gap less the head. (A step of r ops or fewer has no room for it: its
+  tail comes from a solo variant of op n - 1 and the event-free "plain" variant's length.)
+- the "plain" variant, no events, runs among the others as the clean step does.
 Dense (``dense_plan``): every op timed in one step; the event after op i - 1 sits in the gap before op i.
 """
 
@@ -73,7 +78,7 @@ class Plan:
     n_ops: int
     spacing: int  # m: anchors of one variant are m ops apart (1: dense)
     variants: list[list[int]]
-    roles: list[str]  # plain | solo | far | near | dense
+    roles: list[str]  # plain | solo | far | near | wrap_far | wrap_near | dense
     reach: int = DEFAULT_REACH  # r: a far pair's events are r ops apart, a near pair's r - 1
 
     def index(self, role: str, first: int) -> int:
@@ -86,6 +91,13 @@ class Plan:
     @property
     def densest(self) -> list[int]:
         return max(self.variants, key=len)
+
+    @property
+    def follows(self) -> dict[int, int]:
+        """Variants that must run right after another in a cycle: the solo of op 0 after the wrap_far variant."""
+        if "wrap_far" not in self.roles:
+            return {}
+        return {self.roles.index("wrap_far"): self.index("solo", 0)}
 
 
 def widest_spacing(n_ops: int, reach: int = DEFAULT_REACH) -> int:
@@ -103,9 +115,13 @@ def pair_plan(n_ops: int, spacing: int, reach: int = DEFAULT_REACH) -> Plan:
     m = max(min_spacing(reach), min(spacing, n_ops - reach))
     variants: list[list[int]] = [[]]
     roles = ["plain"]
-    for op in sorted({*range(min(reach, n_ops)), n_ops - 1}):
+    wraps = n_ops > reach
+    for op in sorted({*range(min(reach, n_ops))} | (set() if wraps else {n_ops - 1})):
         variants.append([op])
         roles.append("solo")
+    if wraps:
+        variants += [[n_ops - reach], [n_ops - reach, n_ops - 1]]
+        roles += ["wrap_far", "wrap_near"]
     last_anchor = n_ops - 1 - reach
     for v in range(min(m, max(0, last_anchor + 1))):
         anchors = range(v, last_anchor + 1, m)
@@ -133,9 +149,14 @@ def pairing_note(plan: Plan) -> str:
     )
 
 
-def variant_order(variants: int, cycle: int) -> list[int]:
-    """The variants of one cycle, rotated by the cycle so no variant always follows the same one."""
-    return [(cycle + j) % variants for j in range(variants)]
+def variant_order(variants: int, cycle: int, follows: Mapping[int, int] | None = None) -> list[int]:
+    """The variants of one cycle, rotated by the cycle so no variant always follows the same one, except that a
+    variant in ``follows``' values runs right after its key (``Plan.follows``)."""
+    order = [(cycle + j) % variants for j in range(variants)]
+    for before, after in (follows or {}).items():
+        order.remove(after)
+        order.insert(order.index(before) + 1, after)
+    return order
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -274,8 +295,9 @@ def median_error(values: Sequence[int | float]) -> float:
 
 def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, durations_ns: Sequence[int]) -> Stitched:
     """One step from many sampled ones (module docstring): medians over the steps of each end (solo, dense) and of
-    each within-step difference (far, near), the gaps from them with their standard errors, the ops chained from
-    the head (boundary to op 0's start) on. Raises ``StitchRefused`` when a needed measurement is missing."""
+    each within-step difference (far, near, wrap), the gaps from them with their standard errors, the ops chained
+    from the head (boundary to op 0's start) on. ``steps`` are in the order they ran (a wrap_far step's far end is
+    in the step after it). Raises ``StitchRefused`` when a needed measurement is missing."""
     n = len(ops)
     if n == 0:
         raise StitchRefused("the step has no ops")
@@ -289,7 +311,8 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
     local: dict[tuple[str, int], list[int]] = {}  # (far | near, anchor) -> end_(j+d) - end_j in one step
     dense_steps: list[dict[int, int]] = []
     lengths: dict[int, list[int]] = {}
-    for step in steps:
+    follows = plan.follows
+    for number, step in enumerate(steps):
         if not 0 <= step.variant < len(plan.variants):
             raise StitchRefused(f"a step of variant {step.variant}, but the plan has {len(plan.variants)}")
         wanted = plan.variants[step.variant]
@@ -299,9 +322,15 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
             )
         lengths.setdefault(step.variant, []).append(step.step_ns)
         role = plan.roles[step.variant]
-        if role in ("far", "near"):
+        if role in ("far", "near", "wrap_near"):
             for j, target in zip(wanted[0::2], wanted[1::2]):
                 local.setdefault((role, j), []).append(int(step.ends[target]) - int(step.ends[j]))
+        elif role == "wrap_far":  # anchor in this step, far end after op 0 of the next
+            after = steps[number + 1] if number + 1 < len(steps) else None
+            if after is None or after.variant != follows[step.variant] or 0 not in after.ends:
+                raise StitchRefused("a wrap_far step not followed by the solo step of op 0: the gap between steps")
+            anchor = wanted[0]
+            local.setdefault((role, anchor), []).append(step.step_ns - int(step.ends[anchor]) + int(after.ends[0]))
         else:
             for index, at in step.ends.items():
                 ends_at.setdefault((step.variant, index), []).append(int(at))
@@ -327,7 +356,9 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
         noise[0] = math.hypot(end_error[(0, 0)], end_error[(0, n - 1)], median_error(lengths[0]))
     else:
         reach = plan.reach
-        solo = {op: plan.index("solo", op) for op in sorted({*range(min(reach, n)), n - 1})}
+        solo = {
+            op: plan.index("solo", op) for op in sorted({*range(min(reach, n))} | ({n - 1} if n <= reach else set()))
+        }
         head = end[(solo[0], 0)] - durations[0]
         for i in range(1, min(reach, n)):
             now, before = (solo[i], i), (solo[i - 1], i - 1)
@@ -337,9 +368,15 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
             far, near = ("far", i - reach), ("near", i - reach)
             gaps[i] = diff[far] - diff[near] - durations[i]
             noise[i] = math.hypot(diff_error[far], diff_error[near])
-        last = (solo[n - 1], n - 1)
-        tail = length[0] - end[last]  # variant 0: plain, no events
-        noise[0] = math.hypot(end_error[(solo[0], 0)], end_error[last], median_error(lengths[0]))
+        if "wrap_far" in plan.roles:
+            far, near = ("wrap_far", n - reach), ("wrap_near", n - reach)
+            between = diff[far] - diff[near] - durations[0]
+            tail = between - head
+            noise[0] = math.hypot(diff_error[far], diff_error[near])
+        else:  # too short a step to wrap: the last op's end and the plain variant's length
+            last = (solo[n - 1], n - 1)
+            tail = length[0] - end[last]
+            noise[0] = math.hypot(end_error[(solo[0], 0)], end_error[last], median_error(lengths[0]))
     gaps[0] = head + tail
     rows: list[dict[str, Any]] = []
     cursor = head

@@ -253,7 +253,9 @@ def interleaved(a: Callable[[], Any], b: Callable[[], Any], step_ms: float, roun
     return statistics.median(times_a), statistics.median(times_b)
 
 
-def run_cycles(variants: Variants, clean: StepRunner, cycles: int) -> tuple[list[sampled.SampledStep], list[int]]:
+def run_cycles(
+    variants: Variants, clean: StepRunner, cycles: int, follows: dict[int, int] | None = None
+) -> tuple[list[sampled.SampledStep], list[int]]:
     """Cycles of: lead-in clean steps, then every variant once (rotated), back to back; sync and read. Returns the
     sampled steps and, per cycle, the last lead-in clean step's length: the clean step timed beside them."""
     import torch
@@ -261,7 +263,7 @@ def run_cycles(variants: Variants, clean: StepRunner, cycles: int) -> tuple[list
     out, clean_ns = [], []
     n = len(variants)
     for cycle in range(cycles):
-        order = sampled.variant_order(n, cycle)
+        order = sampled.variant_order(n, cycle, follows)
         bounds = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
         lead = torch.cuda.Event(enable_timing=True)
         for _ in range(LEAD_IN - 1):
@@ -445,7 +447,7 @@ def kernel_pass(
         if density == "dense"
         else sampled.cycles_for(len(plan.variants), clean_ns, SAMPLING_TIME_S * 1e9, minimum=repeats, maximum=40)
     )
-    steps, clean_in_cycles = run_cycles(variants, clean, cycles)
+    steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows)
     clean_ms = statistics.median(clean_in_cycles) / 1e6  # timed beside the sampled steps, on the same core
     clean_ns = clean_ms * 1e6
     result.update(
