@@ -356,9 +356,7 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
         noise[0] = math.hypot(end_error[(0, 0)], end_error[(0, n - 1)], median_error(lengths[0]))
     else:
         reach = plan.reach
-        solo = {
-            op: plan.index("solo", op) for op in sorted({*range(min(reach, n))} | ({n - 1} if n <= reach else set()))
-        }
+        solo = {ops[0]: v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants)) if role == "solo"}
         head = end[(solo[0], 0)] - durations[0]
         for i in range(1, min(reach, n)):
             now, before = (solo[i], i), (solo[i - 1], i - 1)
@@ -373,7 +371,7 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
             between = diff[far] - diff[near] - durations[0]
             tail = between - head
             noise[0] = math.hypot(diff_error[far], diff_error[near])
-        else:  # too short a step to wrap: the last op's end and the plain variant's length
+        else:  # too short a step to wrap (or a plan from before the wrap): the last op's solo end and the plain length
             last = (solo[n - 1], n - 1)
             tail = length[0] - end[last]
             noise[0] = math.hypot(end_error[(solo[0], 0)], end_error[last], median_error(lengths[0]))
