@@ -1,0 +1,95 @@
+"""Run benchmarks/bench_sampled_gaps.py and keep, for every per-kernel pass, the raw material it stitched.
+
+Lab tool behind tests/fixtures/field/sampled_h200.json.gz: it wraps four functions of the pass (the pass itself,
+``run_cycles``, ``clean_reference``, ``stitch``, and the counting pass) to record their inputs and outputs, then
+runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per counting pass (``counts_for``,
+``counts``) and one per kernel pass: mode, bucket, reach, op names, layers, host_launched, the plan, durations,
+every sampled step in run order ([variant, step_ns, [[op, end_ns], ...]]), the clean step timed in each cycle,
+CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step times) and what the pass
+reported. On the GPU machine, from the project root:
+
+    source .gpu/setup.sh; python3 benchmarks/field/capture_sampled_raw.py $OUT --out $OUT/sampled.json [bench args]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for bench_sampled_gaps
+
+
+def main() -> None:
+    import bench_sampled_gaps
+
+    from launchprobe.analysis import sampled
+    from launchprobe.measure import kernel_pass as kp
+
+    out_dir = Path(sys.argv[1])
+    records: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    originals: dict[str, Callable[..., Any]] = {
+        "kernel_pass": kp.kernel_pass,
+        "run_cycles": kp.run_cycles,
+        "clean_reference": kp.clean_reference,
+        "kernel_counts": kp.kernel_counts,
+        "stitch": sampled.stitch,
+    }
+
+    def kernel_pass(mode: str, bucket: int, ops: Any, **kwargs: Any) -> Any:
+        current.clear()
+        current.update(mode=mode, bucket=bucket, reach=kwargs.get("reach"))
+        current.update(names=[op.name for op in ops], layers=[op.layer for op in ops])
+        result = originals["kernel_pass"](mode, bucket, ops, **kwargs)
+        fields = ("stride", "variants", "cycles", "clean_step_ms", "host_cpu", "step_ns", "busy_ns", "gap_total_ns")
+        current["result"] = {name: getattr(result, name) for name in fields}
+        records.append(dict(current))
+        return result
+
+    def run_cycles(*args: Any) -> Any:
+        steps, clean_ns = originals["run_cycles"](*args)
+        current["steps"] = [[s.variant, s.step_ns, sorted(s.ends.items())] for s in steps]
+        current["clean_in_cycles"] = clean_ns
+        return steps, clean_ns
+
+    def clean_reference(clean: Any) -> Any:
+        reference = originals["clean_reference"](clean)
+        if reference is not None:
+            kernels, step_ns = reference.kernels, reference.step_ns
+            current["cupti"] = {"names0": reference.names[0], "kernels": kernels, "step_ns": step_ns}
+        return reference
+
+    def kernel_counts(ops: Any) -> Any:
+        counts = originals["kernel_counts"](ops)
+        records.append({"counts_for": len(ops), "counts": counts[0]})
+        return counts
+
+    def stitch(ops: Any, steps: Any, plan: Any, durations: Any) -> Any:
+        current["plan"] = {"spacing": plan.spacing, "variants": plan.variants, "roles": plan.roles}
+        current["durations"] = list(durations)
+        current["host_launched"] = [op.host_launched for op in ops]
+        return originals["stitch"](ops, steps, plan, durations)
+
+    for module, name, wrapper in (
+        (kp, "kernel_pass", kernel_pass),
+        (kp, "run_cycles", run_cycles),
+        (kp, "clean_reference", clean_reference),
+        (kp, "kernel_counts", kernel_counts),
+        (sampled, "stitch", stitch),
+    ):
+        setattr(module, name, wrapper)
+    sys.argv = ["bench_sampled_gaps.py", *sys.argv[2:]]
+    try:
+        bench_sampled_gaps.main()
+    finally:
+        with gzip.open(out_dir / "raw.json.gz", "wt") as f:
+            json.dump(records, f)
+        print(f"raw streams of {sum('steps' in r for r in records)} passes in {out_dir / 'raw.json.gz'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
