@@ -59,16 +59,13 @@ class StitchRefused(Exception):
 # Anchor to measured op, in ops. After an event node the launch pipeline refills over about two kernels: on a
 # chain of identical kernels (H200) reach 2 and 3 read every gap 0.23-0.34 us long, reach 4 and 6 within 0.06 us;
 # and at reach 2 a PDL-launched op two after the anchor (attention at batch 64) read 4-5 us long
-# (docs/performance.md, 2026-12-01 12:47 UTC).
+# (docs/performance.md, 2026-12-01 12:37 and 12:43 UTC).
 DEFAULT_REACH = 4
 
 
 def min_spacing(reach: int = DEFAULT_REACH) -> int:
     """The narrowest spacing: pairs of one variant never touch (anchor j's events end at j + r < j + m)."""
     return reach + 2
-
-
-MIN_SPACING = min_spacing()
 
 
 @dataclass(frozen=True)
@@ -160,7 +157,7 @@ def variant_order(variants: int, cycle: int, follows: Mapping[int, int] | None =
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Choosing k
+# Choosing the spacing m
 
 
 def initial_spacing(
@@ -192,7 +189,7 @@ def choose_stride(
     start: int,
     measure: Callable[[int], float],
     *,
-    lowest: int = MIN_SPACING,
+    lowest: int = min_spacing(),
     budget: float = OVERHEAD_BUDGET,
     accept: float = OVERHEAD_ACCEPT,
     target: float = OVERHEAD_TARGET,
