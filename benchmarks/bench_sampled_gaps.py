@@ -193,6 +193,8 @@ def summarise(
         "sampled_steps": kp.sampled_steps, "stitched": kp.stitched, "refusal": kp.refusal,
         "instrumented_ms": kp.instrumented_step_ms, "overhead": kp.overhead_fraction,
         "overhead_max_variant": kp.variant_overhead_max_fraction, "within_2pct": kp.overhead_within_budget,
+        "variant_noise": kp.variant_overhead_noise_fraction, "clean_spread": kp.clean_step_spread_fraction,
+        "host_steady": kp.host_steady, "cycles": kp.cycles,
         "pairing": kp.pairing, "reach": kp.reach, "kernel_pass": record,
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
     }  # fmt: skip
@@ -252,7 +254,8 @@ def line(cell: dict[str, Any]) -> str:
 
 def table(cells: list[dict[str, Any]]) -> str:
     header = (
-        f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'m':>4} {'r':>2} {'overhead':>9} {'<=2%':>5} "
+        f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'spread':>6} {'m':>4} {'r':>2} {'cyc':>3} "
+        f"{'pooled':>7} {'slowest':>8} {'+/-':>5} {'<=2%':>5} "
         f"{'st. step':>8} {'gap tot us':>10} {'clean us':>9} {'diff us':>8} {'tol us':>7} {'ok':>3} "
         f"{'idle us':>8} {'clean':>7} "
         f"{'busy':>6} {'CUPTI':>7} "
@@ -266,8 +269,11 @@ def table(cells: list[dict[str, Any]]) -> str:
         ops = f"{c.get('op_classes_agree', '-')}/{c.get('op_classes', '-')}" if c.get("op_classes") else "n/a"
         verdict = "REFUSED" if not c["stitched"] else "AGREE" if c.get("agrees") else "DISAGREE"
         rows.append(
-            f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} {c['stride'] or '-':>4} "
-            f"{c.get('reach') or '-':>2} {pct(c['overhead_max_variant']):>9} {yes(c['within_2pct']):>5} "
+            f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} "
+            f"{num(100 * c['clean_spread'] if c.get('clean_spread') is not None else None):>5}% "
+            f"{c['stride'] or '-':>4} {c.get('reach') or '-':>2} {c.get('cycles') or '-':>3} {pct(c['overhead']):>7} "
+            f"{pct(c['overhead_max_variant']):>8} {num(100 * (c.get('variant_noise') or 0)):>4}% "
+            f"{yes(c['within_2pct']):>5} "
             f"{pct(c.get('stitched_step_vs_clean')):>8} "
             f"{num(c.get('stitched_gap_total_us')):>10} {num(c.get('clean_gap_total_us')):>9} "
             f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_tolerance_us'), 0):>7} "
@@ -277,7 +283,9 @@ def table(cells: list[dict[str, Any]]) -> str:
             f"{c.get('worst_op') or '-':>22} {verdict:>8}"
         )
     rows.append(
-        "overhead: the slowest variant's median step against clean; r: the pairs' reach; st. step: the stitched "
+        "spread: the p10-p90 spread of the clean steps timed among the sampled ones (host steady within 5%); cyc: "
+        "cycles; pooled: every sampled step against the clean steps timed around its group, median; slowest: the "
+        "slowest variant's median of that, +/- its sampling error; r: the pairs' reach; st. step: the stitched "
         "step against clean; gap tot: the stitched gaps summed (signed); clean: the clean step less CUPTI's op "
         "durations (its gaps, signed); idle us / clean: the stitched step less the union of its ops, and the clean "
         "step less CUPTI's busy (reported, not in the verdict); tol: 10% of the clean idle or 50 us; busy: stitched vs "

@@ -17,10 +17,10 @@ and CUPTI would report.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from launchprobe.analysis.sampled import SampledStep
+from launchprobe.analysis.sampled import CLEAN_EVERY, SampledStep
 
 
 @dataclass
@@ -102,29 +102,50 @@ def run_sampled(
     cycles: int,
     lead_in: int = 2,
     follows: dict[int, int] | None = None,
+    every: int = CLEAN_EVERY,
+    at_group: Callable[[Stream, int, int], None] | None = None,
 ) -> tuple[list[SampledStep], list[list[tuple[float, float]]]]:
-    """Cycles of lead-in clean steps then one step per variant (rotated), as kernel_pass.py runs them. Returns the
-    sampled steps and the kernels of every sampled step."""
-    from launchprobe.analysis.sampled import variant_order
+    """As kernel_pass.py runs them: a warm-up pass over the variants, then cycles of groups of ``every`` variants
+    (rotated), a clean block of ``lead_in`` steps before each group and after the last, its last step timed.
+    ``at_group(stream, cycle, g)``, called before the clean block ahead of group g, may change the stream (a host
+    that moves). Returns the sampled steps (each with the mean of
+    the clean steps timed around its group) and the kernels of every sampled step."""
+    from launchprobe.analysis.sampled import cycle_groups, variant_order
+
+    def clean_block() -> float:
+        for _ in range(lead_in - 1):
+            stream.step()
+        boundary, _, _ = stream.step()
+        return stream.event() - boundary
 
     out: list[SampledStep] = []
     kernels: list[list[tuple[float, float]]] = []
+    for v in variant_order(len(plan), 0, follows):
+        stream.step(plan[v])
     for cycle in range(cycles):
-        for _ in range(lead_in):
-            stream.step()
-        order = variant_order(len(plan), cycle, follows)
-        records = [(v, stream.step(plan[v])) for v in order]
-        final = stream.event()  # the boundary after the last step
-        starts = [rec[0] for _, rec in records] + [final]
-        for j, (variant, (boundary, ends, ks)) in enumerate(records):
-            out.append(
-                SampledStep(
-                    variant=variant,
-                    step_ns=round(starts[j + 1] - boundary),
-                    ends={i: round(t - boundary) for i, t in ends.items()},
+        groups = cycle_groups(variant_order(len(plan), cycle, follows), every, follows)
+        references = []
+        recorded = []
+        for g, group in enumerate(groups):
+            if at_group is not None:
+                at_group(stream, cycle, g)
+            references.append(clean_block())
+            records = [(v, stream.step(plan[v])) for v in group]
+            final = stream.event()  # the boundary after the group's last step
+            recorded.append((records, final))
+        references.append(clean_block())
+        for g, (records, final) in enumerate(recorded):
+            starts = [rec[0] for _, rec in records] + [final]
+            for j, (variant, (boundary, ends, ks)) in enumerate(records):
+                out.append(
+                    SampledStep(
+                        variant=variant,
+                        step_ns=round(starts[j + 1] - boundary),
+                        ends={i: round(t - boundary) for i, t in ends.items()},
+                        reference_ns=(references[g] + references[g + 1]) / 2,
+                    )
                 )
-            )
-            kernels.append(ks)
+                kernels.append(ks)
         stream.gpu = max(stream.gpu, stream.host)  # the cycle ends in a sync
         stream.host = stream.gpu
     return out, kernels

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import statistics
 from typing import Any
 
 import pytest
@@ -86,6 +87,8 @@ def test_kernel_counts_match_the_step() -> None:
 
 @pytest.mark.parametrize("mode", ["eager", "piecewise", "full"])
 def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
+    from launchprobe.analysis import sampled
+
     result = _pass(mode)
     ops = _model().step(8)
     assert result.density == "sampled" and result.picture == "stitched" and result.stitched, result.refusal
@@ -108,7 +111,10 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         assert {r.op for r in rows if r.host_launched} == {"kv_write", "attention"}
     # how near clean the sampled step stays is measured, not asserted here (benchmarks/bench_sampled_gaps.py): a
     # timed bound failed once in three GPU runs on the eager host's noise
-    assert result.overhead_fraction is not None
+    assert result.overhead_fraction is not None and result.variant_overhead_noise_fraction is not None
+    groups = len(sampled.cycle_groups(list(range(result.variants)), sampled.CLEAN_EVERY))
+    assert result.clean_references == result.cycles * (groups + 1)  # a clean block before each group and after
+    assert result.clean_step_spread_fraction is not None and result.host_steady is not None
     check = result.cupti_check
     assert check is not None and check.available and check.cupti_busy_ns > 0
     assert check.grouping, check.grouping  # "by a counting pass ..." when the ops alone launch the step's kernels
@@ -147,3 +153,21 @@ def test_refuses_a_step_that_changes_between_steps() -> None:
     result = _pass("eager", ops=ops, counts="the counting pass does not apply")
     assert result.stitched is False and result.kernels == []
     assert result.refusal and ("kernel" in result.refusal), result.refusal
+
+
+def test_cycles_set_every_step_against_the_clean_steps_around_its_group() -> None:
+    from launchprobe.analysis import sampled
+    from launchprobe.measure import kernel_pass
+
+    ops = _model().step(8)
+    runner, clean_ms = _clean("full", 8, ops)
+    plan = sampled.pair_plan(len(ops), 9)
+    variants = kernel_pass.Variants(runner, ops, plan.variants, torch.cuda.graph_pool_handle(), None)
+    steps, cleans = kernel_pass.run_cycles(variants, runner, 2, plan.follows, every=5)
+    assert len(steps) == 2 * len(plan.variants)
+    groups = sampled.cycle_groups(sampled.variant_order(len(plan.variants), 0, plan.follows), 5, plan.follows)
+    assert len(cleans) == 2 * (len(groups) + 1)
+    first = steps[: len(groups[0])]  # the first group of the first cycle: between clean steps 0 and 1
+    assert all(s.reference_ns == (cleans[0] + cleans[1]) / 2 for s in first)
+    # replayed graphs, nothing on the host in the way: the clean steps timed in the cycles are the clean step
+    assert abs(statistics.median(cleans) / (clean_ms * 1e6) - 1) < 0.05

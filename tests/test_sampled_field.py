@@ -46,7 +46,7 @@ def _stitch(cell: dict[str, Any]) -> sampled.Stitched:
     ops = [OpTiming(name, layer, host) for name, layer, host in zip(names, layers, hosts)]
     raw = cell["plan"]
     plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
-    steps = [sampled.SampledStep(v, length, {int(op): at for op, at in ends}) for v, length, ends in cell["steps"]]
+    steps = [sampled.SampledStep(v, length, {int(op): at for op, at in ends}) for v, length, ends, *_ in cell["steps"]]
     return sampled.stitch(ops, steps, plan, cell["durations"])
 
 
@@ -157,7 +157,7 @@ def test_reach_4_measures_past_the_refill_that_biases_reach_2() -> None:
         n = len(run["durations"])
         ops = [OpTiming(f"k{i % 10}", i // 10, False) for i in range(n)]
         plan = sampled.Plan(n, run["plan"]["spacing"], run["plan"]["variants"], run["plan"]["roles"], reach)
-        steps = [sampled.SampledStep(v, length, {int(o): t for o, t in ends}) for v, length, ends in run["steps"]]
+        steps = [sampled.SampledStep(v, length, {int(o): t for o, t in ends}) for v, length, ends, *_ in run["steps"]]
         step = sampled.stitch(ops, steps, plan, run["durations"]).step_ns
         excess[reach] = (step - float(np.median(run["clean_in_cycles"]))) / n
     assert excess[2] > 150  # ns a gap (229 on the H200)

@@ -19,14 +19,17 @@ from launchprobe.analysis.sampled import (
     StitchRefused,
     choose_stride,
     clean_check,
+    clean_spread,
     counts_from_clusters,
     cupti_reference,
+    cycle_groups,
     cycles_for,
     dense_plan,
     first_difference,
     group_ops,
     initial_spacing,
     instrumented_rows,
+    local_overheads,
     pair_plan,
     sequence_problem,
     sound_corrections,
@@ -325,7 +328,9 @@ def test_choose_stride_reports_when_even_one_event_is_too_much() -> None:
 def test_cycles_fit_the_time_budget() -> None:
     assert cycles_for(10, 1e6, 1.2e9) == 50  # capped
     assert cycles_for(300, 5e6, 2e9) == 5  # floor
-    assert cycles_for(10, 1e6, 0.3e9) == 25
+    # one warm-up pass (10 steps), then 10 variants + 3 clean blocks of 2 a cycle (groups of 8 and 2): 290 // 16
+    assert cycles_for(10, 1e6, 0.3e9) == 18
+    assert cycles_for(10, 1e6, 0.3e9, every=10) == 20  # one group: 2 clean blocks, 290 // 14
 
 
 # --- CUPTI grouping and the checks ------------------------------------------------------------------------------
@@ -403,3 +408,65 @@ def test_corrections_only_inside_one_graph() -> None:
     rows = [{"gap_before_ns": g, "host_launched": h} for g, h in gaps]
     # segments: ops 0-1 in graph 0, op 2 eager, ops 3-4 in graph 1
     assert sound_corrections(rows, [0, 0, 1, 2, 2], 1_900) == [None, 1_100, None, None, 0]
+
+
+def test_cycle_groups_keep_a_follower_with_its_leader() -> None:
+    assert cycle_groups(list(range(10)), 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    # 3 must run right after 7: the group that would end at 7 takes 3 too
+    groups = cycle_groups([4, 5, 6, 7, 3, 8, 9, 0, 1, 2], 4, {7: 3})
+    assert groups == [[4, 5, 6, 7, 3], [8, 9, 0, 1], [2]]
+    with pytest.raises(ValueError):
+        cycle_groups([0, 1], 0)
+
+
+def test_local_overheads_against_each_steps_own_reference() -> None:
+    # the host runs at 1 ms steps, then at 1.5 ms: each step set against the clean steps beside it reads its
+    # own cost (variant 1: +1%), where one clean figure for the pass would read +/-25% by regime
+    steps = [
+        SampledStep(v, round(ref * (1.01 if v == 1 else 1.0)), {}, reference_ns=ref)
+        for ref in (1e6, 1e6, 1.5e6, 1.5e6, 1.5e6)
+        for v in (0, 1, 2)
+    ]
+    o = local_overheads(steps, 1.25e6)
+    assert o.slowest_variant == 1
+    assert o.slowest == pytest.approx(0.01, abs=1e-6)
+    assert o.per_variant[0] == pytest.approx(0.0, abs=1e-6)
+    assert o.pooled == pytest.approx(0.0, abs=1e-6)
+    assert o.noise == pytest.approx(0.0, abs=1e-6)
+    # without references (older streams) every step is set against the one clean figure given
+    bare = [SampledStep(s.variant, s.step_ns, {}) for s in steps]
+    assert local_overheads(bare, 1.25e6).slowest == pytest.approx(1.5e6 * 1.01 / 1.25e6 - 1, abs=1e-6)
+    with pytest.raises(ValueError):
+        local_overheads([], 1e6)
+
+
+def test_clean_spread() -> None:
+    assert clean_spread([1e6] * 9) == 0.0
+    assert clean_spread([1e6]) == 0.0
+    values = [1.0e6] * 5 + [1.5e6] * 5
+    p10, p50, p90 = 1.0e6, 1.25e6, 1.5e6
+    assert clean_spread(values) == pytest.approx((p90 - p10) / p50)
+
+
+def test_a_host_that_moves_within_a_cycle_reads_no_overhead_against_local_references() -> None:
+    # an eager launch-bound host whose launches take 8 us in the first groups of every cycle and 12 us in the last
+    # ones: against the clean steps timed around each group the variants cost what their event records cost (a
+    # few per step; the group just before the switch reads low, its reference half slow), while against the
+    # median clean step of the pass those in the slow groups read +50%
+    n, reach = 40, 4
+    durations = [2_000] * n
+    plan = pair_plan(n, 18, reach)
+
+    def regime(stream: Stream, cycle: int, group: int) -> None:
+        stream.launch_ns = [8_000 if group < 3 else 12_000] * n
+
+    sim = Stream(duration_ns=durations, launch_ns=[8_000] * n, record_ns=1_000, queue_depth=10_000)
+    steps, _ = run_sampled(sim, plan.variants, 4, follows=plan.follows, at_group=regime)
+    references = [s.reference_ns for s in steps if s.reference_ns]
+    assert clean_spread(references) > 0.3
+    local = local_overheads(steps, statistics.median(references))
+    most_events = max(len(v) for v in plan.variants)
+    assert local.slowest_variant != 0  # the event-free variant is not the slowest
+    assert 0 <= local.slowest <= most_events * 1_000 / (n * 8_000) + 0.005
+    bare = [SampledStep(s.variant, s.step_ns, s.ends) for s in steps]
+    assert local_overheads(bare, statistics.median(references)).slowest > 0.1

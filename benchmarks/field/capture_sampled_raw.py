@@ -4,9 +4,9 @@ Lab tool behind tests/fixtures/field/sampled_h200.json.gz: it wraps four functio
 ``run_cycles``, ``clean_reference``, ``stitch``, and the counting pass) to record their inputs and outputs, then
 runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per counting pass (``counts_for``,
 ``counts``) and one per kernel pass: mode, bucket, reach, op names, layers, host_launched, the plan, durations,
-every sampled step in run order ([variant, step_ns, [[op, end_ns], ...]]), the clean step timed in each cycle,
-CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step times) and what the pass
-reported. On the GPU machine, from the project root:
+every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed
+in the cycles, CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step times) and what
+the pass reported. On the GPU machine, from the project root:
 
     source .gpu/setup.sh; python3 benchmarks/field/capture_sampled_raw.py $OUT --out $OUT/sampled.json [bench args]
 """
@@ -52,7 +52,7 @@ def main() -> None:
 
     def run_cycles(*args: Any) -> Any:
         steps, clean_ns = originals["run_cycles"](*args)
-        current["steps"] = [[s.variant, s.step_ns, sorted(s.ends.items())] for s in steps]
+        current["steps"] = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
         current["clean_in_cycles"] = clean_ns
         return steps, clean_ns
 

@@ -45,6 +45,14 @@ OVERHEAD_ACCEPT = 0.014
 CUPTI_TRUST = 0.05  # CUPTI's own step within 5% of clean: its timestamps describe the clean step
 GAP_TOTAL_REL, GAP_TOTAL_ABS_NS = 0.10, 50_000  # stitched gap total vs clean idle: 10% or 50 us, the larger
 BUSY_REL = 0.05  # stitched busy vs CUPTI busy
+# Within a cycle a clean block runs before every CLEAN_EVERY variants and after the last: each sampled step is set
+# against the clean steps timed just before and after its group, tens of ms away, not against one clean step per
+# cycle. An eager host on the H200 machine switched between speeds that last about 0.1-1 s (1B eager: 2.3 and 3.7
+# ms a step, docs/performance.md).
+CLEAN_EVERY = 8
+# The host held still when its clean references' p10-p90 spread is within this (graph modes on the H200: about 1%;
+# eager there: 14-80%).
+HOST_STEADY_SPREAD = 0.05
 OP_GAP_ABS_NS, OP_GAP_REL = 1_000, 0.15  # per op class median gap (and duration) vs CUPTI: 1 us or 15%
 
 
@@ -146,6 +154,24 @@ def pairing_note(plan: Plan) -> str:
     )
 
 
+def cycle_groups(order: Sequence[int], every: int, follows: Mapping[int, int] | None = None) -> list[list[int]]:
+    """A cycle's variants (``order``) in groups of ``every``, a clean block to run before each group and after the
+    last; a group never ends between a variant and the one that must follow it (``Plan.follows``)."""
+    if every < 1:
+        raise ValueError("a group holds at least one variant")
+    bound = dict(follows or {})
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for variant in order:
+        current.append(variant)
+        if len(current) >= every and variant not in bound:
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    return groups
+
+
 def variant_order(variants: int, cycle: int, follows: Mapping[int, int] | None = None) -> list[int]:
     """The variants of one cycle, rotated by the cycle so no variant always follows the same one, except that a
     variant in ``follows``' values runs right after its key (``Plan.follows``)."""
@@ -235,13 +261,22 @@ def choose_stride(
 
 
 def cycles_for(
-    variants: int, step_ns: float, time_budget_ns: float, *, minimum: int = 5, maximum: int = 50, lead_in: int = 2
+    variants: int,
+    step_ns: float,
+    time_budget_ns: float,
+    *,
+    minimum: int = 5,
+    maximum: int = 50,
+    lead_in: int = 2,
+    every: int = CLEAN_EVERY,
 ) -> int:
-    """How many cycles over all variants fit ``time_budget_ns`` (each cycle: lead-in steps plus one step per
-    variant), between ``minimum`` and ``maximum``: medians need a few samples per op, small steps afford more."""
+    """How many cycles over all variants fit ``time_budget_ns`` after one warm-up pass over them (each cycle: one
+    step per variant, and a clean block of ``lead_in`` steps before every ``every`` variants and after the last),
+    between ``minimum`` and ``maximum``: medians need a few samples per op, small steps afford more."""
     if step_ns <= 0:
         return minimum
-    fit = int(time_budget_ns // ((variants + lead_in) * step_ns))
+    per_cycle = variants + lead_in * (math.ceil(variants / max(1, every)) + 1)
+    fit = int((time_budget_ns - variants * step_ns) // (per_cycle * step_ns))
     return max(minimum, min(maximum, fit))
 
 
@@ -257,6 +292,48 @@ class SampledStep:
     variant: int
     step_ns: int
     ends: dict[int, int]
+    reference_ns: float | None = None  # the clean steps timed just before and after its group, averaged
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """What the sampled steps cost against the clean steps timed beside them (``local_overheads``)."""
+
+    pooled: float  # median over all sampled steps of step / its clean reference, less 1
+    slowest: float  # the slowest variant's median of that ratio, less 1
+    slowest_variant: int
+    noise: float  # median over the variants of the standard error of their median ratio
+    per_variant: dict[int, float]
+
+
+def local_overheads(steps: Sequence[SampledStep], clean_ns: float) -> Overheads:
+    """Each sampled step against its own clean reference (``reference_ns``; ``clean_ns`` where it has none): the
+    host may move between groups of a cycle, so a step is set against the clean steps timed around it."""
+    if not steps:
+        raise ValueError("no sampled steps")
+    ratios: dict[int, list[float]] = {}
+    for s in steps:
+        reference = s.reference_ns if s.reference_ns else clean_ns
+        ratios.setdefault(s.variant, []).append(s.step_ns / reference)
+    medians = {v: float(statistics.median(r)) - 1.0 for v, r in sorted(ratios.items())}
+    slowest = max(medians, key=lambda v: medians[v])
+    pooled = float(statistics.median([x for r in ratios.values() for x in r])) - 1.0
+    errors = [median_error(r) for r in ratios.values() if len(r) > 1]
+    return Overheads(
+        pooled=pooled,
+        slowest=medians[slowest],
+        slowest_variant=slowest,
+        noise=float(statistics.median(errors)) if errors else 0.0,
+        per_variant=medians,
+    )
+
+
+def clean_spread(references_ns: Sequence[float]) -> float:
+    """How far the host moved over a pass: the p10-p90 spread of its clean reference steps over their median."""
+    if len(references_ns) < 2:
+        return 0.0
+    p10, p50, p90 = np.percentile(np.asarray(references_ns, dtype=np.float64), [10, 50, 90])
+    return float((p90 - p10) / p50) if p50 > 0 else 0.0
 
 
 @dataclass
@@ -276,7 +353,7 @@ def _median_int(values: Sequence[int | float]) -> int:
     return round(statistics.median(values))
 
 
-def _iqr(values: Sequence[int]) -> float:
+def _iqr(values: Sequence[int | float]) -> float:
     if len(values) < 2:
         return 0.0
     q1, q3 = np.percentile(np.asarray(values, dtype=np.float64), [25, 75])
@@ -287,7 +364,7 @@ def median_error(values: Sequence[int | float]) -> float:
     """The standard error of a median, from the spread: 1.2533 sigma / sqrt(N), sigma = IQR / 1.349 (normal)."""
     if len(values) < 2:
         return 0.0
-    return 1.2533 * _iqr([int(v) for v in values]) / 1.349 / math.sqrt(len(values))
+    return 1.2533 * _iqr(values) / 1.349 / math.sqrt(len(values))
 
 
 def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, durations_ns: Sequence[int]) -> Stitched:

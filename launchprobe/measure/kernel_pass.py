@@ -40,7 +40,7 @@ REFERENCE_WARM, REFERENCE_STEPS = 2, 8  # clean steps under CUPTI: dropped, then
 SEQUENCE_VARIANTS = 16  # variants whose kernel sequence is checked under CUPTI (evenly spread when more)
 COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
 SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch)
-PROBE_TIME_S = 0.15  # per timed block of a stride probe
+PROBE_TIME_S = 0.3  # device time of one stride probe
 
 
 @dataclass
@@ -238,52 +238,88 @@ def _then_record(op: Op, event: Any, stream: Any) -> Op:
     return Op(op.name, op.layer, timed)
 
 
-def interleaved(a: Callable[[], Any], b: Callable[[], Any], step_ms: float, rounds: int = 2) -> tuple[float, float]:
-    """Median step ms of ``a`` and of ``b``, timed in alternating blocks so drift hits both alike."""
-    from launchprobe.measure.timing import time_steps_cuda, warm_up
+def alternating(variant: Callable[[], Any], clean: Callable[[], Any], step_ms: float) -> tuple[float, float, float]:
+    """The variant against the clean step, in alternating blocks of two steps (clean, clean, variant, variant,
+    ..., clean, clean), each block's second step timed: the variant as it runs after itself, the clean step after
+    itself, each variant step set against the clean steps just before and after it, so that a host which moves
+    between speeds moves both alike. Returns the median ms of each and the median ratio less 1."""
+    import torch
 
-    steps = max(8, min(30, int(PROBE_TIME_S * 1e3 / max(step_ms, 1e-3))))
-    warm_up(a, 2, True)
-    warm_up(b, 2, True)
-    times_a: list[float] = []
-    times_b: list[float] = []
-    for _ in range(rounds):
-        times_a += time_steps_cuda(a, steps)
-        times_b += time_steps_cuda(b, steps)
-    return statistics.median(times_a), statistics.median(times_b)
+    pairs = max(8, min(60, int(PROBE_TIME_S * 1e3 / (4 * max(step_ms, 1e-3)))))
+    variant()
+    clean()
+    spans: list[tuple[Any, Any]] = []
+    for block in range(2 * pairs + 1):
+        run = clean if block % 2 == 0 else variant
+        run()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        spans.append((start, end))
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in spans]
+    cleans, variants = times[0::2], times[1::2]
+    ratios = [v / ((cleans[k] + cleans[k + 1]) / 2) for k, v in enumerate(variants)]
+    return statistics.median(variants), statistics.median(cleans), statistics.median(ratios) - 1.0
 
 
 def run_cycles(
-    variants: Variants, clean: StepRunner, cycles: int, follows: dict[int, int] | None = None
+    variants: Variants,
+    clean: StepRunner,
+    cycles: int,
+    follows: dict[int, int] | None = None,
+    every: int = sampled.CLEAN_EVERY,
 ) -> tuple[list[sampled.SampledStep], list[int]]:
-    """Cycles of: lead-in clean steps, then every variant once (rotated), back to back; sync and read. Returns the
-    sampled steps and, per cycle, the last lead-in clean step's length: the clean step timed beside them."""
+    """One warm-up pass over the variants (not read: a captured graph's first replays upload it), then cycles:
+    every variant once (rotated), back to back in groups of ``every``, with a clean block of ``LEAD_IN`` steps
+    before each group and after the last, its last step timed; sync and read. Each sampled step carries the mean
+    of the clean steps timed just before and after its group. Returns the sampled steps and every timed clean step,
+    in run order."""
     import torch
 
-    out, clean_ns = [], []
+    out: list[sampled.SampledStep] = []
+    clean_ns: list[int] = []
     n = len(variants)
-    for cycle in range(cycles):
-        order = sampled.variant_order(n, cycle, follows)
-        bounds = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-        lead = torch.cuda.Event(enable_timing=True)
+    for variant in sampled.variant_order(n, 0, follows):
+        variants.runners[variant].run()
+    torch.cuda.synchronize()
+
+    def clean_block() -> tuple[Any, Any]:
         for _ in range(LEAD_IN - 1):
             clean.run()
-        lead.record()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         clean.run()
-        for j, variant in enumerate(order):
-            bounds[j].record()
-            variants.runners[variant].run()
-        bounds[n].record()
+        end.record()
+        return start, end
+
+    for cycle in range(cycles):
+        groups = sampled.cycle_groups(sampled.variant_order(n, cycle, follows), every, follows)
+        references = [clean_block()]
+        bounds: list[list[Any]] = []
+        for group in groups:
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(len(group) + 1)]
+            events[0].record()
+            for j, variant in enumerate(group):
+                variants.runners[variant].run()
+                events[j + 1].record()
+            bounds.append(events)
+            references.append(clean_block())
         torch.cuda.synchronize()
-        clean_ns.append(round(lead.elapsed_time(bounds[0]) * 1e6))
-        for j, variant in enumerate(order):
-            out.append(
-                sampled.SampledStep(
-                    variant=variant,
-                    step_ns=round(bounds[j].elapsed_time(bounds[j + 1]) * 1e6),
-                    ends=variants.read(variant, bounds[j]),
+        timed = [round(start.elapsed_time(end) * 1e6) for start, end in references]
+        clean_ns += timed
+        for g, (group, events) in enumerate(zip(groups, bounds)):
+            reference = (timed[g] + timed[g + 1]) / 2
+            for j, variant in enumerate(group):
+                out.append(
+                    sampled.SampledStep(
+                        variant=variant,
+                        step_ns=round(events[j].elapsed_time(events[j + 1]) * 1e6),
+                        ends=variants.read(variant, events[j]),
+                        reference_ns=reference,
+                    )
                 )
-            )
     return out, clean_ns
 
 
@@ -419,9 +455,9 @@ def kernel_pass(
 
     def overhead_at(spacing: int) -> float:
         densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach).densest], pool, markers)
-        variant_ms, clean_ms = interleaved(densest.runners[0].run, clean.run, clean_step_ms)
+        _, clean_ms, overhead = alternating(densest.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
-        return variant_ms / clean_ms - 1.0
+        return overhead
 
     if density == "sampled":
         start = sampled.initial_spacing(per_op_cost, clean_step_ms * 1e6, reach=reach)
@@ -438,7 +474,7 @@ def kernel_pass(
     result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers)
     if density == "dense":
-        variant_ms, clean_ms = interleaved(variants.runners[0].run, clean.run, clean_step_ms)
+        _, clean_ms, _ = alternating(variants.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
     clean_ms = statistics.median(clean_samples) if clean_samples else clean_step_ms
     clean_ns = clean_ms * 1e6
@@ -450,6 +486,7 @@ def kernel_pass(
     steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows)
     clean_ms = statistics.median(clean_in_cycles) / 1e6  # timed beside the sampled steps, on the same core
     clean_ns = clean_ms * 1e6
+    spread = sampled.clean_spread(clean_in_cycles)
     result.update(
         clean_step_ms=clean_ms,
         clean_step_probe_ms=statistics.median(clean_samples) if clean_samples else None,
@@ -457,6 +494,9 @@ def kernel_pass(
         variants=len(plan.variants),
         cycles=cycles,
         sampled_steps=len(steps),
+        clean_references=len(clean_in_cycles),
+        clean_step_spread_fraction=spread,
+        host_steady=spread <= sampled.HOST_STEADY_SPREAD,
         predicted_overhead_fraction=max(sum(per_op_cost[i] for i in p) for p in plan.variants) / clean_ns,
     )
     reference, refusal, sequence_note = None, None, "not checked: CUPTI not used"
@@ -483,16 +523,12 @@ def kernel_pass(
     except sampled.StitchRefused as error:
         picture = None
         result.update(stitched=False, refusal=str(error), picture=None)
-    lengths = [s.step_ns for s in steps]
-    instrumented = statistics.median(lengths) / 1e6
-    by_variant: dict[int, list[int]] = {}
-    for s in steps:
-        by_variant.setdefault(s.variant, []).append(s.step_ns)
-    slowest = max(statistics.median(v) for v in by_variant.values()) / 1e6
+    overheads = sampled.local_overheads(steps, clean_ns)
     result.update(
-        instrumented_step_ms=instrumented,
-        overhead_fraction=instrumented / clean_ms - 1.0,
-        variant_overhead_max_fraction=slowest / clean_ms - 1.0,
+        instrumented_step_ms=statistics.median(s.step_ns for s in steps) / 1e6,
+        overhead_fraction=overheads.pooled,
+        variant_overhead_max_fraction=overheads.slowest,
+        variant_overhead_noise_fraction=overheads.noise,
     )
     result["overhead_within_budget"] = result["variant_overhead_max_fraction"] <= sampled.OVERHEAD_BUDGET
     if picture is not None:

@@ -323,6 +323,9 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
     if kp.gaps_corrected is not None:
         lines.append(_gap_line("gaps less one event node (graph-replayed ops, where that is sound)", kp.gaps_corrected))
     lines.append(_overhead_line(kp))
+    host = _host_line(kp)
+    if host is not None:
+        lines.append(host)
     if kp.stride_probes:
         letter = "m" if _paired(kp) else "k"
         probes = ", ".join(f"{letter}={p.stride} {p.overhead_fraction:+.1%}" for p in kp.stride_probes)
@@ -372,11 +375,24 @@ def _overhead_line(kp: KernelPass) -> str:
         text += f" ({kp.overhead_fraction:+.1%}"
         if kp.variant_overhead_max_fraction is not None and kp.density == "sampled":
             text += f"; slowest variant {kp.variant_overhead_max_fraction:+.1%}"
+            if kp.variant_overhead_noise_fraction:
+                text += f" +/- {kp.variant_overhead_noise_fraction:.1%}"
         text += ")"
     if kp.overhead_budget_fraction is not None and kp.overhead_within_budget is not None:
         verdict = "within" if kp.overhead_within_budget else "OVER"
         text += f": {verdict} the {kp.overhead_budget_fraction:.0%} budget"
     return text
+
+
+def _host_line(kp: KernelPass) -> str | None:
+    """How far the clean step moved over the pass, and what that means for the picture, when it moved."""
+    if kp.clean_step_spread_fraction is None or kp.host_steady is not False:
+        return None
+    return (
+        f"host UNSTEADY: the {v.integer(kp.clean_references)} clean steps timed among the sampled ones spread "
+        f"{kp.clean_step_spread_fraction:.0%} (p10-p90) about {v.fixed(kp.clean_step_ms, 3)} ms; the picture and its "
+        "checks mix the host's speeds, so compare runs on a host that holds still"
+    )
 
 
 def _cupti_lines(kp: KernelPass) -> list[str]:
