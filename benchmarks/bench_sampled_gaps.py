@@ -193,7 +193,7 @@ def summarise(
         "sampled_steps": kp.sampled_steps, "stitched": kp.stitched, "refusal": kp.refusal,
         "instrumented_ms": kp.instrumented_step_ms, "overhead": kp.overhead_fraction,
         "overhead_max_variant": kp.variant_overhead_max_fraction, "within_2pct": kp.overhead_within_budget,
-        "variant_noise": kp.variant_overhead_noise_fraction, "clean_spread": kp.clean_step_spread_fraction,
+        "variant_noise": kp.variant_overhead_max_error_fraction, "clean_spread": kp.clean_step_spread_fraction,
         "host_steady": kp.host_steady, "cycles": kp.cycles,
         "pairing": kp.pairing, "reach": kp.reach, "kernel_pass": record,
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,

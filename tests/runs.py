@@ -207,9 +207,12 @@ def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
         density="sampled", picture="stitched", perturbing=False, stitched=True,
         clean_step_ms=clean, instrumented_step_ms=clean * 1.006, overhead_fraction=0.006,
         overhead_budget_fraction=0.02, overhead_within_budget=True, variant_overhead_max_fraction=0.011,
+        variant_overhead_max_error_fraction=0.002,
+        clean_references=5 * (2 + (7 + 2 * stride) // 8), clean_step_spread_fraction=0.12 if mode == "eager" else 0.008,
+        host_steady=mode != "eager",
         predicted_overhead_fraction=0.009, stride=stride, variants=7 + 2 * stride, cycles=5,
         sampled_steps=5 * (7 + 2 * stride),
-        stride_probes=[StrideProbe(stride=stride, overhead_fraction=0.011)],
+        stride_probes=[StrideProbe(stride=stride, overhead_fraction=0.011, error_fraction=0.001)],
         pairing=pairing_note(pair_plan(323, stride)), reach=pair_plan(323, stride).reach,
         event_cost_ns=4_200.0, event_node_ns=1_900.0, events_per_op=1,
         sequence_check=(

@@ -202,6 +202,8 @@ def test_kernel_pass_sections() -> None:
     assert "gaps before kernels: p50" in text and "instrumentation: 9.673 ms per sampled step" in text
     assert "picture: stitched from 1,385 sampled steps: end events in pairs, one pair every 135 ops per step" in text
     assert "within the 2% budget" in text and "gaps less" not in text  # no linear correction in a sampled pass
+    assert "slowest variant +1.1% +/- 0.2%" in text and "m=135 +1.1% +/- 0.1%" in text
+    assert text.count("host UNSTEADY: the ") == 1 and "spread 12% (p10-p90)" in text  # eager only
     assert "beyond 5%" in text and "check, op for op: not made" in text  # eager: CUPTI slows the host
     assert "check, median gap per op class vs CUPTI: 4 of 5 within 1 us or 15%: DISAGREE (attention +1.40 us)" in text
     assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1

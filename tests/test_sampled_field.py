@@ -3,7 +3,9 @@
 tests/fixtures/field/sampled_h200.json.gz holds three cells of the 13:17 UTC matrix of docs/performance.md
 (llama-3-8b full and piecewise at batch 1, llama-3.2-1b full at batch 64; PDL on): every sampled step's end
 events as they ran, the plan, the clean step timed in each cycle, and CUPTI's kernels of eight clean steps.
-chain_h200.json.gz holds a graph of 120 identical kernels through the pass at reach 2 and at reach 4. The
+chain_h200.json.gz holds a graph of 120 identical kernels through the pass at reach 2 and at reach 4.
+sampled_refs_h200.json.gz holds three cells of a later recording (14:04 UTC) with clean steps timed among the
+variants, one where the eager host moved between speeds and two where it held still. The
 reference values here are computed with numpy from the raw streams, not with launchprobe's code; the stitching
 is launchprobe's. Provenance is inside each file.
 """
@@ -162,3 +164,78 @@ def test_reach_4_measures_past_the_refill_that_biases_reach_2() -> None:
         excess[reach] = (step - float(np.median(run["clean_in_cycles"]))) / n
     assert excess[2] > 150  # ns a gap (229 on the H200)
     assert abs(excess[4]) < 30  # (4.5)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Clean references among the variants (sampled_refs_h200.json.gz: a recording with a clean block before every 8
+# variants of a cycle; on that machine the 1B eager host moved between speeds, the 8B cells' host held still)
+
+
+def _ref_cell(mode: str, bucket: int, n_ops: int) -> dict[str, Any]:
+    for cell in _load("sampled_refs_h200.json.gz")["cells"]:
+        if (cell["mode"], cell["bucket"], len(cell["names"])) == (mode, bucket, n_ops):
+            return cell
+    raise KeyError((mode, bucket, n_ops))
+
+
+REF_CELLS = [("eager", 8, 163), ("eager", 1, 323), ("piecewise", 8, 323)]
+
+
+def _ref_steps(cell: dict[str, Any]) -> list[sampled.SampledStep]:
+    return [sampled.SampledStep(v, length, {int(o): t for o, t in ends}, ref) for v, length, ends, ref in cell["steps"]]
+
+
+def _ref_stitch(cell: dict[str, Any], scaled: bool) -> sampled.Stitched:
+    ops = [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
+    raw = cell["plan"]
+    plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
+    clean = float(np.median(cell["clean_in_cycles"])) if scaled else None
+    return sampled.stitch(ops, _ref_steps(cell), plan, cell["durations"], clean)
+
+
+@pytest.mark.parametrize("key", REF_CELLS)
+def test_every_step_against_the_clean_steps_around_it(key: tuple[str, int, int]) -> None:
+    cell = _ref_cell(*key)
+    steps = cell["steps"]
+    lengths = np.array([s[1] for s in steps], dtype=np.float64)
+    references = np.array([s[3] for s in steps], dtype=np.float64)
+    cleans = np.array(cell["clean_in_cycles"], dtype=np.float64)
+    # numpy: each step's reference is the mean of two of the clean steps timed in its cycle
+    pairs = {(a + b) / 2 for a, b in zip(cleans, cleans[1:])}
+    assert all(r in pairs for r in references)
+    ratios: dict[int, list[float]] = {}
+    for (v, *_), ratio in zip(steps, lengths / references):
+        ratios.setdefault(v, []).append(float(ratio))
+    expected = {v: float(np.median(r)) - 1 for v, r in ratios.items()}
+    got = sampled.local_overheads(_ref_steps(cell), float(np.median(cleans)))
+    assert got.per_variant == pytest.approx(expected, abs=1e-12)
+    assert got.pooled == pytest.approx(float(np.median(lengths / references)) - 1, abs=1e-12)
+    plain = cell["plan"]["roles"].index("plain")
+    assert abs(got.per_variant[plain]) < 0.01  # the event-free variant costs nothing against its references
+    p10, p50, p90 = np.percentile(cleans, [10, 50, 90])
+    assert sampled.clean_spread(list(cleans)) == pytest.approx((p90 - p10) / p50)
+
+
+def test_a_moving_eager_host_is_read_at_the_clean_speed() -> None:
+    # llama-3.2-1b eager b8: the clean steps timed among the variants spread by more than half their median
+    cell = _ref_cell("eager", 8, 163)
+    cleans = np.array(cell["clean_in_cycles"], dtype=np.float64)
+    clean = float(np.median(cleans))
+    assert sampled.clean_spread(list(cleans)) > 0.3
+    clean_gaps = clean - sum(cell["durations"])  # numpy: the clean step less CUPTI's op durations
+    unscaled, scaled = _ref_stitch(cell, False), _ref_stitch(cell, True)
+    assert unscaled.step_ns / clean - 1 > 0.15  # every measurement at the speed the host had then
+    assert abs(scaled.step_ns / clean - 1) < 0.06
+    assert abs(scaled.gap_total_ns - clean_gaps) < 0.1 * clean_gaps < abs(unscaled.gap_total_ns - clean_gaps)
+
+
+@pytest.mark.parametrize("key", [("eager", 1, 323), ("piecewise", 8, 323)])
+def test_a_host_that_holds_still_is_not_moved_by_the_scaling(key: tuple[str, int, int]) -> None:
+    cell = _ref_cell(*key)
+    clean = float(np.median(cell["clean_in_cycles"]))
+    assert sampled.clean_spread(cell["clean_in_cycles"]) < sampled.HOST_STEADY_SPREAD
+    unscaled, scaled = _ref_stitch(cell, False), _ref_stitch(cell, True)
+    assert abs(scaled.step_ns - unscaled.step_ns) / clean < 0.003
+    assert abs(scaled.step_ns / clean - 1) < 0.01
+    tolerance = max(50_000, 0.1 * (clean - sum(cell["durations"])))
+    assert abs(scaled.gap_total_ns - (clean - sum(cell["durations"]))) < tolerance

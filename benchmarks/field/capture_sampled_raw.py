@@ -50,8 +50,8 @@ def main() -> None:
         records.append(dict(current))
         return result
 
-    def run_cycles(*args: Any) -> Any:
-        steps, clean_ns = originals["run_cycles"](*args)
+    def run_cycles(*args: Any, **kwargs: Any) -> Any:
+        steps, clean_ns = originals["run_cycles"](*args, **kwargs)
         current["steps"] = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
         current["clean_in_cycles"] = clean_ns
         return steps, clean_ns
@@ -68,11 +68,12 @@ def main() -> None:
         records.append({"counts_for": len(ops), "counts": counts[0]})
         return counts
 
-    def stitch(ops: Any, steps: Any, plan: Any, durations: Any) -> Any:
+    def stitch(ops: Any, steps: Any, plan: Any, durations: Any, *rest: Any, **kwargs: Any) -> Any:
         current["plan"] = {"spacing": plan.spacing, "variants": plan.variants, "roles": plan.roles}
         current["durations"] = list(durations)
         current["host_launched"] = [op.host_launched for op in ops]
-        return originals["stitch"](ops, steps, plan, durations)
+        current["stitch_args"] = [*rest, *kwargs.values()]  # the clean step the measurements are scaled to
+        return originals["stitch"](ops, steps, plan, durations, *rest, **kwargs)
 
     for module, name, wrapper in (
         (kp, "kernel_pass", kernel_pass),

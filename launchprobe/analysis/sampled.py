@@ -207,13 +207,13 @@ class StrideChoice:
     stride: int
     overhead_fraction: float  # measured at the chosen stride (its densest variant)
     within_budget: bool
-    probes: list[tuple[int, float]] = field(default_factory=list)  # (k, measured overhead), in probe order
+    probes: list[tuple[int, float, float]] = field(default_factory=list)  # (m, overhead, its error), probe order
 
 
 def choose_stride(
     widest: int,
     start: int,
-    measure: Callable[[int], float],
+    measure: Callable[[int], tuple[float, float]],
     *,
     lowest: int = min_spacing(),
     budget: float = OVERHEAD_BUDGET,
@@ -227,37 +227,39 @@ def choose_stride(
     overhead stays within ``target`` (an eager host that runs ahead of the GPU absorbs event records, and the
     worst-case prediction was too cautious).
 
-    ``measure(m)`` returns the measured overhead fraction of the densest variant at spacing m. The chosen m is
+    ``measure(m)`` returns the measured overhead fraction of the densest variant at spacing m and its standard
+    error; a probe counts at its overhead plus that error, so that a noisy host (whose probes read anything from
+    -1% to +2% for one m) does not talk the choice into a spacing the cycles then find too dense. The chosen m is
     the smallest probed one within ``accept``, else within the budget; if even ``widest`` is over the budget,
     m = widest and ``within_budget`` is False."""
     if widest <= lowest:
         return StrideChoice(widest, 0.0, True)
-    probes: list[tuple[int, float]] = []
+    probes: list[tuple[int, float, float]] = []
 
     def probe(k: int) -> float:
-        overhead = measure(k)
-        probes.append((k, overhead))
-        return overhead
+        overhead, error = measure(k)
+        probes.append((k, overhead, error))
+        return overhead + abs(error)
 
     k = max(lowest, min(widest, start))
-    overhead = probe(k)
-    while overhead > accept and k < widest and len(probes) < max_probes:
-        grow = math.ceil(k * overhead / target) if overhead > 0 else 2 * k
+    upper = probe(k)
+    while upper > accept and k < widest and len(probes) < max_probes:
+        grow = math.ceil(k * upper / target) if upper > 0 else 2 * k
         k = min(widest, max(2 * k, grow))
-        overhead = probe(k)
-    if search_down and overhead <= target:
+        upper = probe(k)
+    if search_down and upper <= target:
         while k > lowest and len(probes) < max_probes:
             lower = max(lowest, k // 2)
-            lower_overhead = probe(lower)
-            if lower_overhead > target:
+            if probe(lower) > target:
                 break
-            k, overhead = lower, lower_overhead
-    good = [(kk, o) for kk, o in probes if o <= accept] or [(kk, o) for kk, o in probes if o <= budget]
+            k = lower
+    readings = [(kk, o + abs(e), o) for kk, o, e in probes]
+    good = [r for r in readings if r[1] <= accept] or [r for r in readings if r[1] <= budget]
     if good:
-        k, overhead = min(good)
+        k, _, overhead = min(good)
         return StrideChoice(k, overhead, True, probes)
-    last = max(probes)
-    return StrideChoice(last[0], last[1], False, probes)
+    last = max(readings)
+    return StrideChoice(last[0], last[2], False, probes)
 
 
 def cycles_for(
@@ -302,8 +304,13 @@ class Overheads:
     pooled: float  # median over all sampled steps of step / its clean reference, less 1
     slowest: float  # the slowest variant's median of that ratio, less 1
     slowest_variant: int
-    noise: float  # median over the variants of the standard error of their median ratio
+    slowest_error: float  # the standard error of that median
     per_variant: dict[int, float]
+
+    def within(self, budget: float) -> bool:
+        """The sampled steps keep to ``budget``: the pooled overhead is within it and the slowest variant is not
+        over it by more than twice its own sampling error (the slowest of many noisy medians reads high)."""
+        return self.pooled <= budget and self.slowest - 2 * self.slowest_error <= budget
 
 
 def local_overheads(steps: Sequence[SampledStep], clean_ns: float) -> Overheads:
@@ -318,12 +325,11 @@ def local_overheads(steps: Sequence[SampledStep], clean_ns: float) -> Overheads:
     medians = {v: float(statistics.median(r)) - 1.0 for v, r in sorted(ratios.items())}
     slowest = max(medians, key=lambda v: medians[v])
     pooled = float(statistics.median([x for r in ratios.values() for x in r])) - 1.0
-    errors = [median_error(r) for r in ratios.values() if len(r) > 1]
     return Overheads(
         pooled=pooled,
         slowest=medians[slowest],
         slowest_variant=slowest,
-        noise=float(statistics.median(errors)) if errors else 0.0,
+        slowest_error=median_error(ratios[slowest]),
         per_variant=medians,
     )
 
@@ -367,11 +373,22 @@ def median_error(values: Sequence[int | float]) -> float:
     return 1.2533 * _iqr(values) / 1.349 / math.sqrt(len(values))
 
 
-def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, durations_ns: Sequence[int]) -> Stitched:
+def stitch(
+    ops: Sequence[OpTiming],
+    steps: Sequence[SampledStep],
+    plan: Plan,
+    durations_ns: Sequence[int],
+    clean_ns: float | None = None,
+) -> Stitched:
     """One step from many sampled ones (module docstring): medians over the steps of each end (solo, dense) and of
     each within-step difference (far, near, wrap), the gaps from them with their standard errors, the ops chained
     from the head (boundary to op 0's start) on. ``steps`` are in the order they ran (a wrap_far step's far end is
-    in the step after it). Raises ``StitchRefused`` when a needed measurement is missing."""
+    in the step after it). Raises ``StitchRefused`` when a needed measurement is missing.
+
+    With ``clean_ns`` (the clean steps' median), each measurement of a step that has a ``reference_ns`` is scaled
+    by clean_ns / reference_ns: read at the host speed of the clean step, not at the speed the host had around that
+    step. Where the host holds still the references are the clean step and nothing changes; where it moves (an
+    eager host switching between 2.3 and 3.7 ms steps) a launch-bound interval stretches with the whole step."""
     n = len(ops)
     if n == 0:
         raise StitchRefused("the step has no ops")
@@ -396,18 +413,20 @@ def stitch(ops: Sequence[OpTiming], steps: Sequence[SampledStep], plan: Plan, du
             )
         lengths.setdefault(step.variant, []).append(step.step_ns)
         role = plan.roles[step.variant]
+        scale = clean_ns / step.reference_ns if clean_ns and step.reference_ns else 1.0
         if role in ("far", "near", "wrap_near"):
             for j, target in zip(wanted[0::2], wanted[1::2]):
-                local.setdefault((role, j), []).append(int(step.ends[target]) - int(step.ends[j]))
+                local.setdefault((role, j), []).append(round((int(step.ends[target]) - int(step.ends[j])) * scale))
         elif role == "wrap_far":  # anchor in this step, far end after op 0 of the next
             after = steps[number + 1] if number + 1 < len(steps) else None
             if after is None or after.variant != follows[step.variant] or 0 not in after.ends:
                 raise StitchRefused("a wrap_far step not followed by the solo step of op 0: the gap between steps")
             anchor = wanted[0]
-            local.setdefault((role, anchor), []).append(step.step_ns - int(step.ends[anchor]) + int(after.ends[0]))
+            across = step.step_ns - int(step.ends[anchor]) + int(after.ends[0])
+            local.setdefault((role, anchor), []).append(round(across * scale))
         else:
             for index, at in step.ends.items():
-                ends_at.setdefault((step.variant, index), []).append(int(at))
+                ends_at.setdefault((step.variant, index), []).append(round(int(at) * scale))
             if role == "dense":
                 dense_steps.append(step.ends)
     missing = [v for v in range(len(plan.variants)) if v not in lengths]

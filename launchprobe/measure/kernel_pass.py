@@ -40,7 +40,9 @@ REFERENCE_WARM, REFERENCE_STEPS = 2, 8  # clean steps under CUPTI: dropped, then
 SEQUENCE_VARIANTS = 16  # variants whose kernel sequence is checked under CUPTI (evenly spread when more)
 COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
 SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch)
-PROBE_TIME_S = 0.3  # device time of one stride probe
+PROBE_TIME_S = 0.3  # device time of one round of a stride probe
+PROBE_TIME_MAX_S = 1.5  # rounds are added until the probe's error is within PROBE_ERROR, or this much is spent
+PROBE_ERROR = 0.002
 
 
 @dataclass
@@ -238,30 +240,45 @@ def _then_record(op: Op, event: Any, stream: Any) -> Op:
     return Op(op.name, op.layer, timed)
 
 
-def alternating(variant: Callable[[], Any], clean: Callable[[], Any], step_ms: float) -> tuple[float, float, float]:
+def alternating(
+    variant: Callable[[], Any], clean: Callable[[], Any], step_ms: float
+) -> tuple[float, float, float, float]:
     """The variant against the clean step, in alternating blocks of two steps (clean, clean, variant, variant,
     ..., clean, clean), each block's second step timed: the variant as it runs after itself, the clean step after
     itself, each variant step set against the clean steps just before and after it, so that a host which moves
-    between speeds moves both alike. Returns the median ms of each and the median ratio less 1."""
+    between speeds moves both alike. Rounds of about ``PROBE_TIME_S`` run until the median ratio's standard
+    error is within ``PROBE_ERROR`` or ``PROBE_TIME_MAX_S`` is spent (a noisy eager host). Returns the median ms
+    of each, the median ratio less 1 and its standard error."""
     import torch
 
     pairs = max(8, min(60, int(PROBE_TIME_S * 1e3 / (4 * max(step_ms, 1e-3)))))
     variant()
     clean()
-    spans: list[tuple[Any, Any]] = []
-    for block in range(2 * pairs + 1):
-        run = clean if block % 2 == 0 else variant
-        run()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        spans.append((start, end))
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in spans]
-    cleans, variants = times[0::2], times[1::2]
-    ratios = [v / ((cleans[k] + cleans[k + 1]) / 2) for k, v in enumerate(variants)]
-    return statistics.median(variants), statistics.median(cleans), statistics.median(ratios) - 1.0
+    variants: list[float] = []
+    cleans: list[float] = []
+    ratios: list[float] = []
+    spent_ms = 0.0
+    while True:
+        spans: list[tuple[Any, Any]] = []
+        for block in range(2 * pairs + 1):
+            run = clean if block % 2 == 0 else variant
+            run()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            spans.append((start, end))
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) for s, e in spans]
+        spent_ms += 2 * sum(times)
+        round_cleans, round_variants = times[0::2], times[1::2]
+        ratios += [v / ((round_cleans[k] + round_cleans[k + 1]) / 2) for k, v in enumerate(round_variants)]
+        variants += round_variants
+        cleans += round_cleans
+        error = sampled.median_error(ratios)
+        if error <= PROBE_ERROR or spent_ms >= PROBE_TIME_MAX_S * 1e3:
+            break
+    return statistics.median(variants), statistics.median(cleans), statistics.median(ratios) - 1.0, error
 
 
 def run_cycles(
@@ -453,11 +470,11 @@ def kernel_pass(
     }
     clean_samples: list[float] = []
 
-    def overhead_at(spacing: int) -> float:
+    def overhead_at(spacing: int) -> tuple[float, float]:
         densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach).densest], pool, markers)
-        _, clean_ms, overhead = alternating(densest.runners[0].run, clean.run, clean_step_ms)
+        _, clean_ms, overhead, error = alternating(densest.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
-        return overhead
+        return overhead, error
 
     if density == "sampled":
         start = sampled.initial_spacing(per_op_cost, clean_step_ms * 1e6, reach=reach)
@@ -466,7 +483,9 @@ def kernel_pass(
             search_down=any(t.host_launched for t in timings),
         )  # fmt: skip
         plan = sampled.pair_plan(n, choice.stride, reach)
-        result["stride_probes"] = [{"stride": k, "overhead_fraction": o} for k, o in choice.probes]
+        result["stride_probes"] = [
+            {"stride": k, "overhead_fraction": o, "error_fraction": e} for k, o, e in choice.probes
+        ]
     else:
         plan = sampled.dense_plan(n)
     stride = plan.spacing
@@ -474,7 +493,7 @@ def kernel_pass(
     result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers)
     if density == "dense":
-        _, clean_ms, _ = alternating(variants.runners[0].run, clean.run, clean_step_ms)
+        _, clean_ms, _, _ = alternating(variants.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
     clean_ms = statistics.median(clean_samples) if clean_samples else clean_step_ms
     clean_ns = clean_ms * 1e6
@@ -519,7 +538,7 @@ def kernel_pass(
     try:
         if refusal is not None:
             raise sampled.StitchRefused(refusal)
-        picture = sampled.stitch(timings, steps, plan, durations_ns)
+        picture = sampled.stitch(timings, steps, plan, durations_ns, clean_ns)
     except sampled.StitchRefused as error:
         picture = None
         result.update(stitched=False, refusal=str(error), picture=None)
@@ -528,9 +547,9 @@ def kernel_pass(
         instrumented_step_ms=statistics.median(s.step_ns for s in steps) / 1e6,
         overhead_fraction=overheads.pooled,
         variant_overhead_max_fraction=overheads.slowest,
-        variant_overhead_noise_fraction=overheads.noise,
+        variant_overhead_max_error_fraction=overheads.slowest_error,
     )
-    result["overhead_within_budget"] = result["variant_overhead_max_fraction"] <= sampled.OVERHEAD_BUDGET
+    result["overhead_within_budget"] = overheads.within(sampled.OVERHEAD_BUDGET)
     if picture is not None:
         rows = picture.rows
         if density == "dense":

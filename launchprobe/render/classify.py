@@ -328,7 +328,11 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
         lines.append(host)
     if kp.stride_probes:
         letter = "m" if _paired(kp) else "k"
-        probes = ", ".join(f"{letter}={p.stride} {p.overhead_fraction:+.1%}" for p in kp.stride_probes)
+        probes = ", ".join(
+            f"{letter}={p.stride} {p.overhead_fraction:+.1%}"
+            + (f" +/- {p.error_fraction:.1%}" if p.error_fraction is not None else "")
+            for p in kp.stride_probes
+        )
         lines.append(f"choosing {letter} (measured overhead of the densest variant): {probes}")
     if kp.pairing and kp.density == "sampled":
         lines.append(f"pairing: {v.text(kp.pairing)}")
@@ -375,12 +379,14 @@ def _overhead_line(kp: KernelPass) -> str:
         text += f" ({kp.overhead_fraction:+.1%}"
         if kp.variant_overhead_max_fraction is not None and kp.density == "sampled":
             text += f"; slowest variant {kp.variant_overhead_max_fraction:+.1%}"
-            if kp.variant_overhead_noise_fraction:
-                text += f" +/- {kp.variant_overhead_noise_fraction:.1%}"
+            if kp.variant_overhead_max_error_fraction:
+                text += f" +/- {kp.variant_overhead_max_error_fraction:.1%}"
         text += ")"
     if kp.overhead_budget_fraction is not None and kp.overhead_within_budget is not None:
         verdict = "within" if kp.overhead_within_budget else "OVER"
         text += f": {verdict} the {kp.overhead_budget_fraction:.0%} budget"
+        if kp.variant_overhead_max_error_fraction is not None:
+            text += " (the slowest variant at two standard errors)"
     return text
 
 

@@ -249,6 +249,7 @@ class CuptiCheck(Record, kw_only=True):
 class StrideProbe(Record, kw_only=True):
     stride: int
     overhead_fraction: float  # measured: the densest variant at this stride against the clean step
+    error_fraction: float | None = None  # the standard error of that measurement
 
 
 class KernelPass(Record, kw_only=True):
@@ -264,10 +265,10 @@ class KernelPass(Record, kw_only=True):
     instrumented_step_ms: float | None = None
     overhead_fraction: float | None = None  # sampled: median over the steps of step / its clean reference, less 1
     overhead_budget_fraction: float | None = None
-    overhead_within_budget: bool | None = None
+    overhead_within_budget: bool | None = None  # sampled: pooled within, slowest variant within at 2 errors
     predicted_overhead_fraction: float | None = None  # at the chosen stride, from the measured event costs
     variant_overhead_max_fraction: float | None = None  # the slowest variant's median step against clean
-    variant_overhead_noise_fraction: float | None = None  # the sampling error of one variant's median ratio
+    variant_overhead_max_error_fraction: float | None = None  # the standard error of the slowest variant's median
     clean_references: int | None = None  # clean steps timed among the sampled ones (before and after each group)
     clean_step_spread_fraction: float | None = None  # their p10-p90 spread over the median: how far the host moved
     host_steady: bool | None = None  # that spread within 5%: the clean step held still over the pass
