@@ -204,6 +204,10 @@ def test_kernel_pass_sections() -> None:
     assert "within the 2% budget" in text and "gaps less" not in text  # no linear correction in a sampled pass
     assert "slowest variant +1.1% +/- 0.2%" in text and "m=135 +1.1% +/- 0.1%" in text
     assert text.count("host UNSTEADY: the ") == 1 and "spread 12% (p10-p90)" in text  # eager only
+    run = runs.classify_run()
+    moved = next(r.kernel_pass for r in run.sorted_results() if r.mode == "eager")
+    moved.overhead_within_budget, moved.variant_overhead_max_error_fraction = None, 0.05
+    assert "+1.1% +/- 5.0%): the 2% budget NOT DECIDED (the slowest variant's error" in plain_output(run, width=140)
     assert "beyond 5%" in text and "check, op for op: not made" in text  # eager: CUPTI slows the host
     assert "check, median gap per op class vs CUPTI: 4 of 5 within 1 us or 15%: DISAGREE (attention +1.40 us)" in text
     assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1

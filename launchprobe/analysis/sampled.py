@@ -307,10 +307,15 @@ class Overheads:
     slowest_error: float  # the standard error of that median
     per_variant: dict[int, float]
 
-    def within(self, budget: float) -> bool:
-        """The sampled steps keep to ``budget``: the pooled overhead is within it and the slowest variant is not
-        over it by more than twice its own sampling error (the slowest of many noisy medians reads high)."""
-        return self.pooled <= budget and self.slowest - 2 * self.slowest_error <= budget
+    def within(self, budget: float) -> bool | None:
+        """Whether the sampled steps keep to ``budget``: the pooled overhead within it and the slowest variant not
+        over it by more than twice its own sampling error (the slowest of many noisy medians reads high). None,
+        not decided, where that error is over half the budget: a host that moves leaves nothing to decide on."""
+        if self.pooled > budget or self.slowest - 2 * self.slowest_error > budget:
+            return False
+        if self.slowest_error > budget / 2:
+            return None
+        return True
 
 
 def local_overheads(steps: Sequence[SampledStep], clean_ns: float) -> Overheads:

@@ -387,6 +387,11 @@ def _overhead_line(kp: KernelPass) -> str:
         text += f": {verdict} the {kp.overhead_budget_fraction:.0%} budget"
         if kp.variant_overhead_max_error_fraction is not None:
             text += " (the slowest variant at two standard errors)"
+    elif kp.overhead_budget_fraction is not None and kp.variant_overhead_max_error_fraction is not None:
+        text += (
+            f": the {kp.overhead_budget_fraction:.0%} budget NOT DECIDED (the slowest variant's error is over half of "
+            "it: the host moved)"
+        )
     return text
 
 
