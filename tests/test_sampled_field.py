@@ -33,8 +33,8 @@ def _load(name: str) -> dict[str, Any]:
     return json.loads(gzip.decompress((FIXTURES / name).read_bytes()))
 
 
-def _cell(mode: str, bucket: int, n_ops: int) -> dict[str, Any]:
-    for cell in _load("sampled_h200.json.gz")["cells"]:
+def _cell(mode: str, bucket: int, n_ops: int, fixture: str = "sampled_h200.json.gz") -> dict[str, Any]:
+    for cell in _load(fixture)["cells"]:
         if (cell["mode"], cell["bucket"], len(cell["names"])) == (mode, bucket, n_ops):
             return cell
     raise KeyError((mode, bucket, n_ops))
@@ -172,10 +172,7 @@ def test_reach_4_measures_past_the_refill_that_biases_reach_2() -> None:
 
 
 def _ref_cell(mode: str, bucket: int, n_ops: int) -> dict[str, Any]:
-    for cell in _load("sampled_refs_h200.json.gz")["cells"]:
-        if (cell["mode"], cell["bucket"], len(cell["names"])) == (mode, bucket, n_ops):
-            return cell
-    raise KeyError((mode, bucket, n_ops))
+    return _cell(mode, bucket, n_ops, "sampled_refs_h200.json.gz")
 
 
 REF_CELLS = [("eager", 8, 163), ("eager", 1, 323), ("piecewise", 8, 323)]
