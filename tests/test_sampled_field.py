@@ -4,9 +4,9 @@ tests/fixtures/field/sampled_h200.json.gz holds three cells of the 13:17 UTC mat
 (llama-3-8b full and piecewise at batch 1, llama-3.2-1b full at batch 64; PDL on): every sampled step's end
 events as they ran, the plan, the clean step timed in each cycle, and CUPTI's kernels of eight clean steps.
 chain_h200.json.gz holds a graph of 120 identical kernels through the pass at reach 2 and at reach 4.
-sampled_refs_h200.json.gz holds three cells of a later recording (the 14:02 UTC matrix) with clean steps timed among the
-variants, one where the eager host moved between speeds and two where it held still. The
-reference values here are computed with numpy from the raw streams, not with launchprobe's code; the stitching
+sampled_refs_h200.json.gz holds three cells of a later recording (the 14:02 UTC matrix) with clean steps timed
+among the variants, one where the eager host moved between speeds and two where it held still. The reference
+values here are computed with numpy from the raw streams, not with launchprobe's code; the stitching
 is launchprobe's. Provenance is inside each file.
 """
 
