@@ -6,7 +6,9 @@ reaches it (it fires then). At most ``queue_depth`` items may be pending: the ho
 one replay call of ``replay_ns`` host time submits every node; nodes run back to back ``node_gap_ns`` apart, an
 event node costing ``event_node_ns`` of GPU time; with ``overlap_ns`` (programmatic dependent launch) kernel
 node i starts ``overlap_ns[i]`` earlier than it otherwise would, unless an event node sits before it: an event's
-cost then depends on the kernel after it, as on the GPU. With ``refill_ns``, the launch pipeline an event node
+cost then depends on the kernel after it, as on the GPU; with ``slowdown_ns``, kernel i then also ends
+``slowdown_ns[i]`` later (the early blocks of kernel i + 1 share its SMs), so an event after it, which keeps kernel
+i + 1 from starting early, moves its end. With ``refill_ns``, the launch pipeline an event node
 drained refills over a few kernels: the k-th kernel-to-kernel edge after an event node is ``refill_ns[k - 1]``
 longer (a chain of identical kernels on the H200 read so, docs/performance.md). Every step starts with the clean
 timing's boundary event.
@@ -37,6 +39,7 @@ class Stream:
     node_gap_ns: int = 1_000
     overlap_ns: list[int] = field(default_factory=list)
     refill_ns: list[int] = field(default_factory=list)
+    slowdown_ns: list[int] = field(default_factory=list)
     jitter_ns: int = 0
     seed: int = 0
     host: float = 0.0
@@ -87,6 +90,9 @@ class Stream:
                 elif i + 1 < len(self.overlap_ns):  # the next kernel may start before this one ends
                     self.gpu -= self.overlap_ns[i + 1]
                     earliest -= self.overlap_ns[i + 1]
+                    if i < len(self.slowdown_ns) and self.overlap_ns[i + 1]:  # and its early blocks slow this one
+                        start, finish = kernels[-1]
+                        kernels[-1] = (start, finish + self.slowdown_ns[i])
             return boundary, ends, kernels
         for i, (duration, launch) in enumerate(zip(self.duration_ns, self.launch_ns)):
             submit = self._host(launch)

@@ -120,6 +120,9 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     assert check is not None and check.available and check.cupti_busy_ns > 0
     assert check.grouping, check.grouping  # "by a counting pass ..." when the ops alone launch the step's kernels
     assert check.cupti_step_ns > 0 and check.clean_idle_ns is not None
+    if check.cupti_op_busy_ns is not None:  # kernels grouped into ops: every op's end shift measured
+        assert result.end_shift_source and result.end_shift_source.startswith("CUPTI"), result.end_shift_source
+        assert all(r.end_shift_ns is not None for r in rows)
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
         assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)

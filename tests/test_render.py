@@ -208,6 +208,11 @@ def test_kernel_pass_sections() -> None:
     moved = next(r.kernel_pass for r in run.sorted_results() if r.mode == "eager")
     moved.overhead_within_budget, moved.variant_overhead_max_error_fraction = None, 0.05
     assert "+1.1% +/- 5.0%): the 2% budget NOT DECIDED (the slowest variant's error" in plain_output(run, width=140)
+    assert "caveat: where ops overlap" in text and "end shifts:" not in text
+    moved.end_shift_source = "CUPTI: each op's duration in the steps of 9 variants with an event after it"
+    shifted = plain_output(run, width=200)
+    assert "end shifts: where ops overlap under programmatic dependent launch" in shifted
+    assert shifted.count("caveat: where ops overlap") == text.count("caveat: where ops overlap") - 1
     assert "beyond 5%" in text and "check, op for op: not made" in text  # eager: CUPTI slows the host
     assert "check, median gap per op class vs CUPTI: 4 of 5 within 1 us or 15%: DISAGREE (attention +1.40 us)" in text
     assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1

@@ -15,6 +15,7 @@ from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 
 from launchprobe.analysis.kernel_gaps import OpTiming
 from launchprobe.analysis.sampled import (
+    Plan,
     SampledStep,
     StitchRefused,
     choose_stride,
@@ -25,6 +26,7 @@ from launchprobe.analysis.sampled import (
     cycle_groups,
     cycles_for,
     dense_plan,
+    end_shifts,
     first_difference,
     group_ops,
     initial_spacing,
@@ -156,6 +158,51 @@ def test_graph_with_pdl_overlaps_stitches_to_the_clean_gaps() -> None:
     assert min(truth[1:]) < 0  # the clean step overlaps
     assert gaps[1:] == pytest.approx(truth[1:], abs=1)
     assert gaps[0] == pytest.approx(truth[0], abs=1)
+
+
+def test_end_shifts_from_the_variants_kernels_put_each_gap_back_where_pdl_had_it() -> None:
+    # every other kernel starts 1.5 us early and, doing so, holds its predecessor 1 us longer (the PDL shift): an
+    # event after that predecessor ends it 1 us earlier, so the pairs read the gap after it 1 us long and the one
+    # before it 1 us short, their sum right. The variants' kernels (CUPTI's view) show each op 1 us shorter with an
+    # event after it; with those shifts the gaps come out exactly.
+    n, reach, m = 53, 4, 9
+    durations = _durations(n)
+    overlaps = [1_500 * (i % 2) for i in range(n)]
+    slowdown = [1_000 if i + 1 < n and overlaps[i + 1] else 0 for i in range(n)]
+    kw: dict[str, Any] = {"graph": True, "overlap_ns": overlaps, "slowdown_ns": slowdown}
+    _, clean_kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
+    truth = clean_gaps(clean_kernels)
+    clean_durations = [end - start for start, end in clean_kernels[-1]]
+    assert clean_durations == [d + s for d, s in zip(durations, slowdown)]
+    plan = pair_plan(n, m, reach)
+    steps, kernels = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3, follows=plan.follows
+    )
+    plain = stitch(timings(n), steps, plan, clean_durations)
+    errors = [r["gap_before_ns"] - t for r, t in zip(plain.rows, truth)]
+    assert max(abs(e) for e in errors[1:]) == pytest.approx(1_000, abs=1)  # the shift, without the correction
+    assert sum(errors) == pytest.approx(0, abs=n)  # which the sum does not see
+    seen = {s.variant: [end - start for start, end in k] for s, k in zip(steps, kernels)}
+    shifts = end_shifts(plan, clean_durations, seen)
+    assert shifts == pytest.approx(slowdown, abs=1)
+    fixed = stitch(timings(n), steps, plan, clean_durations, end_shift_ns=shifts)
+    assert [r["gap_before_ns"] for r in fixed.rows] == pytest.approx(truth, abs=2)
+    assert [r["end_shift_ns"] for r in fixed.rows] == pytest.approx(slowdown, abs=1)
+    assert fixed.step_ns == pytest.approx(plain.step_ns, abs=2)  # the step itself does not move
+    with pytest.raises(StitchRefused):
+        stitch(timings(n), steps, plan, clean_durations, end_shift_ns=shifts[:-1])
+
+
+def test_end_shifts_only_from_steps_whose_op_before_has_no_event() -> None:
+    plan = pair_plan(12, 6)
+    clean = [10_000] * 12
+    far = plan.roles.index("far")  # events after ops 0 and 4, 6 and 10
+    seen = {far: [9_000] * 12, plan.roles.index("plain"): [1] * 12}
+    shifts = end_shifts(plan, clean, seen)
+    assert [i for i, x in enumerate(shifts) if x is not None] == plan.variants[far]
+    assert all(x == 1_000 for x in shifts if x is not None)
+    dense = Plan(12, 1, [list(range(12))], ["dense"])
+    assert end_shifts(dense, clean, {0: [9_000] * 12}) == [None] * 12
 
 
 def test_the_reach_carries_the_gap_past_the_refill_after_an_event() -> None:

@@ -384,6 +384,7 @@ def stitch(
     plan: Plan,
     durations_ns: Sequence[int],
     clean_ns: float | None = None,
+    end_shift_ns: Sequence[int | None] | None = None,
 ) -> Stitched:
     """One step from many sampled ones (module docstring): medians over the steps of each end (solo, dense) and of
     each within-step difference (far, near, wrap), the gaps from them with their standard errors, the ops chained
@@ -393,7 +394,12 @@ def stitch(
     With ``clean_ns`` (the clean steps' median), each measurement of a step that has a ``reference_ns`` is scaled
     by clean_ns / reference_ns: read at the host speed of the clean step, not at the speed the host had around that
     step. Where the host holds still the references are the clean step and nothing changes; where it moves (an
-    eager host switching between 2.3 and 3.7 ms steps) a launch-bound interval stretches with the whole step."""
+    eager host switching between 2.3 and 3.7 ms steps) a launch-bound interval stretches with the whole step.
+
+    ``end_shift_ns`` (``end_shifts``): per op, how much earlier it ends when an event follows it than in the clean
+    step (under PDL the event keeps the next op from starting early). A measured end is then the clean end less
+    that shift, so the gap before op i gains shift_i - shift_(i-1), the head shift_0 and the tail loses
+    shift_(n-1); None or missing: no shift (dense plans are never shifted: their picture is the instrumented step)."""
     n = len(ops)
     if n == 0:
         raise StitchRefused("the step has no ops")
@@ -473,6 +479,15 @@ def stitch(
             last = (solo[n - 1], n - 1)
             tail = length[0] - end[last]
             noise[0] = math.hypot(end_error[(solo[0], 0)], end_error[last], median_error(lengths[0]))
+    shifts = [0] * n
+    if end_shift_ns is not None and plan.roles != ["dense"]:
+        if len(end_shift_ns) != n:
+            raise StitchRefused(f"{len(end_shift_ns)} end shifts for {n} ops")
+        shifts = [int(x) if x is not None else 0 for x in end_shift_ns]
+        head += shifts[0]
+        for i in range(1, n):
+            gaps[i] += shifts[i] - shifts[i - 1]
+        tail -= shifts[n - 1]
     gaps[0] = head + tail
     rows: list[dict[str, Any]] = []
     cursor = head
@@ -490,6 +505,7 @@ def stitch(
                 "duration_ns": durations[i],
                 "gap_before_ns": gaps[i],
                 "gap_noise_ns": round(noise[i], 1),
+                "end_shift_ns": shifts[i] if end_shift_ns is not None else None,
             }
         )
         cursor = finish
@@ -508,6 +524,25 @@ def stitch(
         variant_step_ns={v: float(statistics.median(x)) for v, x in sorted(lengths.items())},
         position_noise_ns=float(statistics.median(spreads)) if spreads else 0.0,
     )
+
+
+def end_shifts(
+    plan: Plan, clean_durations_ns: Sequence[float], variant_durations_ns: Mapping[int, Sequence[int]]
+) -> list[int | None]:
+    """Per op, how much shorter it runs when an end event follows it than in the clean step: the clean duration
+    less the median of its durations in the variant steps that have an event after it and none after the op
+    before it (so that only what follows the op differs). ``variant_durations_ns``: per variant, one step's op
+    durations (CUPTI kernels grouped into ops). None where no such variant step was seen."""
+    n = len(clean_durations_ns)
+    samples: list[list[int]] = [[] for _ in range(n)]
+    for v, durations in variant_durations_ns.items():
+        if plan.roles[v] == "dense" or len(durations) != n:
+            continue
+        marked = set(plan.variants[v])
+        for i in marked:
+            if 0 <= i < n and (i == 0 or i - 1 not in marked):
+                samples[i].append(round(clean_durations_ns[i] - durations[i]))
+    return [round(statistics.median(x)) if x else None for x in samples]
 
 
 def instrumented_rows(ops: Sequence[OpTiming], steps: Sequence[SampledStep], durations_ns: Sequence[int]) -> Stitched:

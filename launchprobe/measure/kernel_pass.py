@@ -37,7 +37,9 @@ P = ParamSpec("P")
 EVENT_RESOLUTION_NS = 500
 LEAD_IN = 2  # clean steps before each cycle of variants, so the launch queue is in its steady state again
 REFERENCE_WARM, REFERENCE_STEPS = 2, 8  # clean steps under CUPTI: dropped, then used
-SEQUENCE_VARIANTS = 16  # variants whose kernel sequence is checked under CUPTI (evenly spread when more)
+# Variants run once each under CUPTI (evenly spread when more): their kernel sequences are checked against the clean
+# step's, and their op durations give each op's end shift (``sampled.end_shifts``).
+SEQUENCE_VARIANTS = 256
 COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
 SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch)
 PROBE_TIME_S = 0.3  # device time of one round of a stride probe
@@ -371,8 +373,14 @@ def clean_reference(clean: StepRunner) -> CleanReference | None:
     )
 
 
-def variant_sequences(variants: Variants, per_step: int) -> tuple[dict[int, list[str]], int]:
-    """Kernel names of one step of each checked variant (all, or an even spread and the last), under CUPTI."""
+@dataclass
+class VariantKernels:
+    names: dict[int, list[str]]  # per checked variant, one step's kernel names
+    kernels: dict[int, list[tuple[int, int]]]  # and their (start, end), CUPTI clock
+
+
+def variant_kernels(variants: Variants, per_step: int) -> VariantKernels:
+    """One step of each checked variant (all, or an even spread and the last), under CUPTI."""
     n = len(variants)
     chosen = list(range(n)) if n <= SEQUENCE_VARIANTS else sorted(
         {round(j * (n - 1) / (SEQUENCE_VARIANTS - 1)) for j in range(SEQUENCE_VARIANTS)}
@@ -382,13 +390,17 @@ def variant_sequences(variants: Variants, per_step: int) -> tuple[dict[int, list
         for v in chosen:
             variants.runners[v].run()
 
-    names = [name for name, _, _ in cuda_intervals(work)]
-    if len(names) != per_step * len(chosen):
+    rows = cuda_intervals(work)
+    if len(rows) != per_step * len(chosen):
         raise sampled.StitchRefused(
-            f"the {len(chosen)} checked variants ran {len(names)} kernels, not {len(chosen)} x {per_step} as the "
+            f"the {len(chosen)} checked variants ran {len(rows)} kernels, not {len(chosen)} x {per_step} as the "
             "clean step: the events changed what runs"
         )
-    return {v: names[j * per_step : (j + 1) * per_step] for j, v in enumerate(chosen)}, len(chosen)
+    mine = {v: rows[j * per_step : (j + 1) * per_step] for j, v in enumerate(chosen)}
+    return VariantKernels(
+        names={v: [name for name, _, _ in r] for v, r in mine.items()},
+        kernels={v: [(start, end) for _, start, end in r] for v, r in mine.items()},
+    )
 
 
 def kernel_counts(ops: Sequence[Op]) -> tuple[list[int], list[str]]:
@@ -518,9 +530,10 @@ def kernel_pass(
         host_steady=spread <= sampled.HOST_STEADY_SPREAD,
         predicted_overhead_fraction=max(sum(per_op_cost[i] for i in p) for p in plan.variants) / clean_ns,
     )
-    reference, refusal, sequence_note = None, None, "not checked: CUPTI not used"
+    checked = SequenceCheck(None, None, "not checked: CUPTI not used")
     if cupti:
-        reference, refusal, sequence_note = _check_sequences(clean, variants)
+        checked = _check_sequences(clean, variants)
+    reference, refusal, sequence_note = checked.reference, checked.refusal, checked.note
     result["sequence_check"] = sequence_note
     ref = _cupti_reference(reference, counts) if reference is not None else None
     if ref is not None and ref.op_duration_ns is not None:
@@ -535,10 +548,13 @@ def kernel_pass(
             f"events graph ({why}): an event pair around every op in one captured graph, less the calibrated pair "
             "offset; it breaks PDL overlaps and its per-op error adds up in the gaps"
         )
+    shifts: list[int | None] | None = None
+    if density == "sampled":
+        shifts, result["end_shift_source"] = _end_shifts(plan, ref, counts, checked.seen)
     try:
         if refusal is not None:
             raise sampled.StitchRefused(refusal)
-        picture = sampled.stitch(timings, steps, plan, durations_ns, clean_ns)
+        picture = sampled.stitch(timings, steps, plan, durations_ns, clean_ns, shifts)
     except sampled.StitchRefused as error:
         picture = None
         result.update(stitched=False, refusal=str(error), picture=None)
@@ -589,28 +605,56 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _check_sequences(clean: StepRunner, variants: Variants) -> tuple[CleanReference | None, str | None, str]:
-    """The clean reference under CUPTI and the same-sequence condition: (reference, refusal or None, note)."""
+@dataclass
+class SequenceCheck:
+    reference: CleanReference | None
+    refusal: str | None
+    note: str
+    seen: VariantKernels | None = None
+
+
+def _check_sequences(clean: StepRunner, variants: Variants) -> SequenceCheck:
+    """The clean reference under CUPTI and the same-sequence condition."""
     try:
         reference = clean_reference(clean)
     except sampled.StitchRefused as error:
-        return None, str(error), f"refused: {error}"
+        return SequenceCheck(None, str(error), f"refused: {error}")
     if reference is None:
         note = "not checked: torch.profiler saw no kernels (CUPTI is held by another profiler, e.g. nsys)"
-        return None, None, note
+        return SequenceCheck(None, None, note)
     per_step = len(reference.names[0])
     try:
-        seen, checked = variant_sequences(variants, per_step)
+        seen = variant_kernels(variants, per_step)
     except sampled.StitchRefused as error:
-        return reference, str(error), f"refused: {error}"
-    problem = sampled.sequence_problem(reference.names, seen)
+        return SequenceCheck(reference, str(error), f"refused: {error}")
+    problem = sampled.sequence_problem(reference.names, seen.names)
     if problem is not None:
-        return reference, problem, f"refused: {problem}"
+        return SequenceCheck(reference, problem, f"refused: {problem}")
     note = (
-        f"same kernel sequence ({per_step} kernels) in {len(reference.names)} clean steps and in {checked} of "
-        f"{len(variants)} variants (CUPTI)"
+        f"same kernel sequence ({per_step} kernels) in {len(reference.names)} clean steps and in "
+        f"{len(seen.names)} of {len(variants)} variants (CUPTI)"
     )
-    return reference, None, note
+    return SequenceCheck(reference, None, note, seen)
+
+
+def _end_shifts(
+    plan: sampled.Plan,
+    ref: sampled.CuptiReference | None,
+    counts: tuple[list[int], list[str]] | str | None,
+    seen: VariantKernels | None,
+) -> tuple[list[int | None] | None, str]:
+    """Each op's end shift from the checked variants' CUPTI kernels, grouped into ops as the clean steps were."""
+    if ref is None or ref.op_duration_ns is None or seen is None or not isinstance(counts, tuple):
+        return None, "not measured: needs CUPTI durations grouped into ops and the variants' kernels under CUPTI"
+    durations = {
+        v: [end - start for start, end in sampled.group_ops(kernels, counts[0])] for v, kernels in seen.kernels.items()
+    }
+    shifts = sampled.end_shifts(plan, ref.op_duration_ns, durations)
+    measured = sum(x is not None for x in shifts)
+    return shifts, (
+        f"CUPTI: each op's duration in the steps of {len(durations)} variants with an event after it, against its "
+        f"clean duration; {measured} of {len(shifts)} ops measured (the others not shifted)"
+    )
 
 
 def _cupti_reference(

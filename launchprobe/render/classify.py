@@ -336,11 +336,17 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
         lines.append(f"choosing {letter} (measured overhead of the densest variant): {probes}")
     if kp.pairing and kp.density == "sampled":
         lines.append(f"pairing: {v.text(kp.pairing)}")
-        if _paired(kp):
+        if _paired(kp) and kp.end_shift_source and kp.end_shift_source.startswith("CUPTI"):
+            lines.append(
+                "end shifts: where ops overlap under programmatic dependent launch, the event after an op moves that "
+                f"op's end; each op's shift is measured and put back into the gaps beside it ({kp.end_shift_source})"
+            )
+        elif _paired(kp):
             lines.append(
                 "caveat: where ops overlap under programmatic dependent launch, the event after an op moves that "
                 "op's end (the next op can no longer start early), so the gaps on either side of it trade a few us; "
                 "their sum, and the step, are measured right (docs/gaps.md)"
+                + (f"; end shifts {kp.end_shift_source}" if kp.end_shift_source else "")
             )
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")

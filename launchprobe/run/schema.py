@@ -165,6 +165,7 @@ class KernelRow(Record, kw_only=True):
     duration_ns: int | None = None
     gap_corrected_ns: int | None = None
     gap_noise_ns: float | None = None  # standard error of gap_before_ns, from the spread of its samples
+    end_shift_ns: int | None = None  # how much earlier the op ends with an event after it (CUPTI), corrected for
 
 
 class OpRow(Record, kw_only=True):
@@ -285,6 +286,7 @@ class KernelPass(Record, kw_only=True):
     event_pair_offset_method: str | None = None
     events_per_op: int | None = None
     durations_source: str | None = None  # where the op durations come from: CUPTI of clean steps, or the events graph
+    end_shift_source: str | None = None  # how the end shifts of the rows were measured, or why there are none
     stitched: bool | None = None
     refusal: str | None = None  # why the sampled steps were not stitched (then no rows)
     sequence_check: str | None = None  # how the same-kernel-sequence condition was checked
