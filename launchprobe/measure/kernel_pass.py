@@ -380,15 +380,23 @@ class VariantKernels:
 
 
 def variant_kernels(variants: Variants, per_step: int) -> VariantKernels:
-    """One step of each checked variant (all, or an even spread and the last), under CUPTI."""
+    """One step of each checked variant (all, or an even spread and the last), under CUPTI, back to back with an
+    event between steps: without it the next step's first kernel may run against the last op (on the H200 the
+    last op, lm_head, then read 2-2.6 us longer than in the clean steps)."""
     n = len(variants)
     chosen = list(range(n)) if n <= SEQUENCE_VARIANTS else sorted(
         {round(j * (n - 1) / (SEQUENCE_VARIANTS - 1)) for j in range(SEQUENCE_VARIANTS)}
     )  # fmt: skip
 
-    def work() -> None:
-        for v in chosen:
+    import torch
+
+    boundaries = [torch.cuda.Event(enable_timing=True) for _ in range(len(chosen) + 1)]
+
+    def work() -> None:  # with an event between steps, as in the cycles and the clean reference
+        boundaries[0].record()
+        for j, v in enumerate(chosen):
             variants.runners[v].run()
+            boundaries[j + 1].record()
 
     rows = cuda_intervals(work)
     if len(rows) != per_step * len(chosen):
