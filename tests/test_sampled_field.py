@@ -5,9 +5,10 @@ tests/fixtures/field/sampled_h200.json.gz holds three cells of the 13:17 UTC mat
 events as they ran, the plan, the clean step timed in each cycle, and CUPTI's kernels of eight clean steps.
 chain_h200.json.gz holds a graph of 120 identical kernels through the pass at reach 2 and at reach 4.
 sampled_refs_h200.json.gz holds three cells of a later recording (the 14:02 UTC matrix) with clean steps timed
-among the variants, one where the eager host moved between speeds and two where it held still. The reference
-values here are computed with numpy from the raw streams, not with launchprobe's code; the stitching
-is launchprobe's. Provenance is inside each file.
+among the variants, one where the eager host moved between speeds and two where it held still.
+sampled_shift_h200.json.gz holds one cell with the end shifts the pass measured. The reference values here are
+computed with numpy from the raw streams, not with launchprobe's code; the stitching is launchprobe's.
+Provenance is inside each file.
 """
 
 from __future__ import annotations
@@ -236,3 +237,42 @@ def test_a_host_that_holds_still_is_not_moved_by_the_scaling(key: tuple[str, int
     assert abs(scaled.step_ns / clean - 1) < 0.01
     tolerance = max(50_000, 0.1 * (clean - sum(cell["durations"])))
     assert abs(scaled.gap_total_ns - (clean - sum(cell["durations"]))) < tolerance
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# End shifts (sampled_shift_h200.json.gz: llama-3.2-1b full b64 with PDL, where the event after attention moves its
+# end by about 5 us; the shifts as the pass measured them from the variants' CUPTI kernels, the last op's included)
+
+
+def test_end_shifts_put_the_pdl_overlapped_gaps_back_op_for_op() -> None:
+    cell = _cell("full", 64, 163, "sampled_shift_h200.json.gz")
+    n, names = len(cell["names"]), cell["names"]
+    # numpy: CUPTI's clean gaps, each op from its first kernel's start to its last kernel's end (the counting
+    # pass's kernels per op), the median over the 8 clean steps, per op class
+    bounds = np.cumsum([0, *cell["counts"]])
+    steps = np.array(cell["cupti_kernels"], dtype=np.float64)  # steps x kernels x (start, end)
+    starts = steps[:, bounds[:-1], 0]
+    ends = np.stack([steps[:, bounds[k] : bounds[k + 1], 1].max(axis=1) for k in range(n)], axis=1)
+    cupti_gaps = np.median(starts[:, 1:] - ends[:, :-1], axis=0)  # before ops 1 .. n-1
+
+    def class_diffs(shifts: list[int | None] | None) -> dict[str, float]:
+        ops = [OpTiming(a, b, h) for a, b, h in zip(names, cell["layers"], cell["host_launched"])]
+        raw = cell["plan"]
+        plan = sampled.Plan(n, raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
+        picture = sampled.stitch(ops, _ref_steps(cell), plan, cell["durations"], cell["clean_ns"], shifts)
+        gaps = np.array([r["gap_before_ns"] for r in picture.rows[1:]], dtype=np.float64)
+        out = {}
+        for name in set(names[1:]):
+            members = [i - 1 for i in range(1, n) if names[i] == name]
+            out[name] = float(np.median(gaps[members]) - np.median(cupti_gaps[members])) / 1e3
+        return out
+
+    shifts = [*cell["end_shifts"][:-1], 0]  # recorded before the pass stopped shifting the last op
+    attention = [shifts[i] for i in range(n) if names[i] == "attention"]
+    # attention's CUPTI duration is over 3 us longer in the variant steps with an event after it than in the clean
+    # steps: what the event after it does to its end
+    assert statistics.median(attention) < -3_000
+    plain, shifted = class_diffs(None), class_diffs(shifts)
+    assert abs(plain["attention"]) > 3 and abs(plain["o_proj"]) > 3  # the PDL shift, op for op
+    assert abs(shifted["attention"]) < 1 and abs(shifted["o_proj"]) < 1
+    assert sum(abs(d) <= 1 for d in shifted.values()) >= sum(abs(d) <= 1 for d in plain.values()) + 3

@@ -199,10 +199,12 @@ def test_end_shifts_only_from_steps_whose_op_before_has_no_event() -> None:
     far = plan.roles.index("far")  # events after ops 0 and 4, 6 and 10
     seen = {far: [9_000] * 12, plan.roles.index("plain"): [1] * 12}
     shifts = end_shifts(plan, clean, seen)
-    assert [i for i, x in enumerate(shifts) if x is not None] == plan.variants[far]
-    assert all(x == 1_000 for x in shifts if x is not None)
+    assert [i for i, x in enumerate(shifts[:-1]) if x is not None] == plan.variants[far]
+    assert all(shifts[i] == 1_000 for i in plan.variants[far])
+    assert shifts[-1] == 0  # the last op: no successor in its step, never shifted
+    assert end_shifts(plan, clean, {plan.roles.index("wrap_near"): [9_000] * 12})[-1] == 0
     dense = Plan(12, 1, [list(range(12))], ["dense"])
-    assert end_shifts(dense, clean, {0: [9_000] * 12}) == [None] * 12
+    assert end_shifts(dense, clean, {0: [9_000] * 12}) == [None] * 11 + [0]
 
 
 def test_the_reach_carries_the_gap_past_the_refill_after_an_event() -> None:

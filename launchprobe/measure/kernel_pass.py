@@ -658,10 +658,10 @@ def _end_shifts(
         v: [end - start for start, end in sampled.group_ops(kernels, counts[0])] for v, kernels in seen.kernels.items()
     }
     shifts = sampled.end_shifts(plan, ref.op_duration_ns, durations)
-    measured = sum(x is not None for x in shifts)
+    measured = sum(x is not None for x in shifts[:-1])
     return shifts, (
         f"CUPTI: each op's duration in the steps of {len(durations)} variants with an event after it, against its "
-        f"clean duration; {measured} of {len(shifts)} ops measured (the others not shifted)"
+        f"clean duration; {measured} of {len(shifts) - 1} ops measured (the others, and the last op, not shifted)"
     )
 
 
