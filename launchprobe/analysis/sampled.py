@@ -396,10 +396,11 @@ def stitch(
     step. Where the host holds still the references are the clean step and nothing changes; where it moves (an
     eager host switching between 2.3 and 3.7 ms steps) a launch-bound interval stretches with the whole step.
 
-    ``end_shift_ns`` (``end_shifts``): per op, how much earlier it ends when an event follows it than in the clean
-    step (under PDL the event keeps the next op from starting early). A measured end is then the clean end less
-    that shift, so the gap before op i gains shift_i - shift_(i-1), the head shift_0 and the tail loses
-    shift_(n-1); None or missing: no shift (dense plans are never shifted: their picture is the instrumented step)."""
+    ``end_shift_ns`` (``end_shifts``): per op, how much earlier it ends (negative: later) when an event follows it
+    than in the clean step (under PDL the event keeps the next op from starting early). A measured end is then the
+    clean end less that shift, so the gap before op i gains shift_i - shift_(i-1), the head shift_0 and the tail
+    loses shift_(n-1); None or missing: no shift (dense plans are never shifted: their picture is the instrumented
+    step)."""
     n = len(ops)
     if n == 0:
         raise StitchRefused("the step has no ops")
@@ -529,10 +530,10 @@ def stitch(
 def end_shifts(
     plan: Plan, clean_durations_ns: Sequence[float], variant_durations_ns: Mapping[int, Sequence[int]]
 ) -> list[int | None]:
-    """Per op, how much shorter it runs when an end event follows it than in the clean step: the clean duration
-    less the median of its durations in the variant steps that have an event after it and none after the op
-    before it (so that only what follows the op differs). ``variant_durations_ns``: per variant, one step's op
-    durations (CUPTI kernels grouped into ops). None where no such variant step was seen.
+    """Per op, how much shorter it runs (negative: longer) when an end event follows it than in the clean step:
+    the clean duration less the median of its durations in the variant steps that have an event after it and
+    none after the op before it (so that only what follows the op differs). ``variant_durations_ns``: per
+    variant, one step's op durations (CUPTI kernels grouped into ops). None where no such variant step was seen.
 
     The last op is never shifted: it has no successor in its step (the next step's first op waits behind the
     boundary event), so nothing can start early beside it. Its CUPTI duration did read 1.9-2.7 us longer in the

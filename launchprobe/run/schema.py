@@ -165,7 +165,7 @@ class KernelRow(Record, kw_only=True):
     duration_ns: int | None = None
     gap_corrected_ns: int | None = None
     gap_noise_ns: float | None = None  # standard error of gap_before_ns, from the spread of its samples
-    end_shift_ns: int | None = None  # how much earlier the op ends with an event after it (CUPTI), corrected for
+    end_shift_ns: int | None = None  # how much earlier (negative: later) the op ends with an event after it (CUPTI)
 
 
 class OpRow(Record, kw_only=True):
