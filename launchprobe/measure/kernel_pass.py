@@ -35,7 +35,7 @@ P = ParamSpec("P")
 
 # CUDA event timing resolution (CUDA runtime docs: about 0.5 us): no duration is reported below it.
 EVENT_RESOLUTION_NS = 500
-LEAD_IN = 2  # clean steps before each cycle of variants, so the launch queue is in its steady state again
+LEAD_IN = 2  # steps of a clean block (the last timed), so the launch queue is in its steady state again
 REFERENCE_WARM, REFERENCE_STEPS = 2, 8  # clean steps under CUPTI: dropped, then used
 # Variants run once each under CUPTI (evenly spread when more): their kernel sequences are checked against the clean
 # step's, and their op durations give each op's end shift (``sampled.end_shifts``).
@@ -242,45 +242,46 @@ def _then_record(op: Op, event: Any, stream: Any) -> Op:
     return Op(op.name, op.layer, timed)
 
 
-def alternating(
-    variant: Callable[[], Any], clean: Callable[[], Any], step_ms: float
-) -> tuple[float, float, float, float]:
+def _timed_after(run: Callable[[], Any], lead_in: int) -> tuple[Any, Any]:
+    """``lead_in - 1`` untimed steps of ``run``, then one between a start and an end event (returned)."""
+    import torch
+
+    for _ in range(lead_in - 1):
+        run()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    end.record()
+    return start, end
+
+
+def alternating(variant: Callable[[], Any], clean: Callable[[], Any], step_ms: float) -> tuple[float, float, float]:
     """The variant against the clean step, in alternating blocks of two steps (clean, clean, variant, variant,
     ..., clean, clean), each block's second step timed: the variant as it runs after itself, the clean step after
     itself, each variant step set against the clean steps just before and after it, so that a host which moves
     between speeds moves both alike. Rounds of about ``PROBE_TIME_S`` run until the median ratio's standard
-    error is within ``PROBE_ERROR`` or ``PROBE_TIME_MAX_S`` is spent (a noisy eager host). Returns the median ms
-    of each, the median ratio less 1 and its standard error."""
+    error is within ``PROBE_ERROR`` or ``PROBE_TIME_MAX_S`` is spent (a noisy eager host). Returns the clean
+    step's median ms, the median ratio less 1 and its standard error."""
     import torch
 
     pairs = max(8, min(60, int(PROBE_TIME_S * 1e3 / (4 * max(step_ms, 1e-3)))))
     variant()
     clean()
-    variants: list[float] = []
     cleans: list[float] = []
     ratios: list[float] = []
     spent_ms = 0.0
     while True:
-        spans: list[tuple[Any, Any]] = []
-        for block in range(2 * pairs + 1):
-            run = clean if block % 2 == 0 else variant
-            run()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            end.record()
-            spans.append((start, end))
+        spans = [_timed_after(clean if block % 2 == 0 else variant, 2) for block in range(2 * pairs + 1)]
         torch.cuda.synchronize()
         times = [s.elapsed_time(e) for s, e in spans]
         spent_ms += 2 * sum(times)
         round_cleans, round_variants = times[0::2], times[1::2]
         ratios += [v / ((round_cleans[k] + round_cleans[k + 1]) / 2) for k, v in enumerate(round_variants)]
-        variants += round_variants
         cleans += round_cleans
         error = sampled.median_error(ratios)
         if error <= PROBE_ERROR or spent_ms >= PROBE_TIME_MAX_S * 1e3:
             break
-    return statistics.median(variants), statistics.median(cleans), statistics.median(ratios) - 1.0, error
+    return statistics.median(cleans), statistics.median(ratios) - 1.0, error
 
 
 def run_cycles(
@@ -304,18 +305,9 @@ def run_cycles(
         variants.runners[variant].run()
     torch.cuda.synchronize()
 
-    def clean_block() -> tuple[Any, Any]:
-        for _ in range(LEAD_IN - 1):
-            clean.run()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        clean.run()
-        end.record()
-        return start, end
-
     for cycle in range(cycles):
         groups = sampled.cycle_groups(sampled.variant_order(n, cycle, follows), every, follows)
-        references = [clean_block()]
+        references = [_timed_after(clean.run, LEAD_IN)]
         bounds: list[list[Any]] = []
         for group in groups:
             events = [torch.cuda.Event(enable_timing=True) for _ in range(len(group) + 1)]
@@ -324,7 +316,7 @@ def run_cycles(
                 variants.runners[variant].run()
                 events[j + 1].record()
             bounds.append(events)
-            references.append(clean_block())
+            references.append(_timed_after(clean.run, LEAD_IN))
         torch.cuda.synchronize()
         timed = [round(start.elapsed_time(end) * 1e6) for start, end in references]
         clean_ns += timed
@@ -383,13 +375,12 @@ def variant_kernels(variants: Variants, per_step: int) -> VariantKernels:
     """One step of each checked variant (all, or an even spread and the last), under CUPTI, back to back with an
     event between steps: without it the next step's first kernel may run against the last op (on the H200 the
     last op, lm_head, then read 2-2.6 us longer than in the clean steps)."""
+    import torch
+
     n = len(variants)
     chosen = list(range(n)) if n <= SEQUENCE_VARIANTS else sorted(
         {round(j * (n - 1) / (SEQUENCE_VARIANTS - 1)) for j in range(SEQUENCE_VARIANTS)}
     )  # fmt: skip
-
-    import torch
-
     boundaries = [torch.cuda.Event(enable_timing=True) for _ in range(len(chosen) + 1)]
 
     def work() -> None:  # with an event between steps, as in the cycles and the clean reference
@@ -492,7 +483,7 @@ def kernel_pass(
 
     def overhead_at(spacing: int) -> tuple[float, float]:
         densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach).densest], pool, markers)
-        _, clean_ms, overhead, error = alternating(densest.runners[0].run, clean.run, clean_step_ms)
+        clean_ms, overhead, error = alternating(densest.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
         return overhead, error
 
@@ -513,7 +504,7 @@ def kernel_pass(
     result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers)
     if density == "dense":
-        _, clean_ms, _, _ = alternating(variants.runners[0].run, clean.run, clean_step_ms)
+        clean_ms, _, _ = alternating(variants.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
     clean_ms = statistics.median(clean_samples) if clean_samples else clean_step_ms
     clean_ns = clean_ms * 1e6
