@@ -110,9 +110,12 @@ def run_sampled(
     follows: dict[int, int] | None = None,
     every: int = CLEAN_EVERY,
     at_group: Callable[[Stream, int, int], None] | None = None,
+    extra: Sequence[int] = (),
+    rounds: int = 0,
 ) -> tuple[list[SampledStep], list[list[tuple[float, float]]]]:
     """As kernel_pass.py runs them: a warm-up pass over the variants, then cycles of groups of ``every`` variants
-    (rotated), a clean block of ``lead_in`` steps before each group and after the last, its last step timed.
+    (rotated), a clean block of ``lead_in`` steps before each group and after the last, its last step timed; after
+    each cycle ``rounds`` short cycles over the variants in ``extra``.
     ``at_group(stream, cycle, g)``, called before the clean block ahead of group g, may change the stream (a host
     that moves). Returns the sampled steps (each with the mean of
     the clean steps timed around its group) and the kernels of every sampled step."""
@@ -128,8 +131,9 @@ def run_sampled(
     kernels: list[list[tuple[float, float]]] = []
     for v in variant_order(len(plan), 0, follows):
         stream.step(plan[v])
-    for cycle in range(cycles):
-        groups = cycle_groups(variant_order(len(plan), cycle, follows), every, follows)
+
+    def one_cycle(cycle: int, order: list[int]) -> None:
+        groups = cycle_groups(order, every, follows)
         references = []
         recorded = []
         for g, group in enumerate(groups):
@@ -154,6 +158,11 @@ def run_sampled(
                 kernels.append(ks)
         stream.gpu = max(stream.gpu, stream.host)  # the cycle ends in a sync
         stream.host = stream.gpu
+
+    for cycle in range(cycles):
+        one_cycle(cycle, variant_order(len(plan), cycle, follows))
+        for round_ in range(rounds if extra else 0):
+            one_cycle(cycle, variant_order(len(plan), cycle * rounds + round_, follows, extra))
     return out, kernels
 
 

@@ -95,7 +95,12 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     reach = result.reach
     assert reach is not None and result.stride is not None and result.stride >= reach + 2
     assert result.variants == 3 + reach + 2 * result.stride  # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor
-    assert result.sampled_steps == result.cycles * result.variants
+    plan = sampled.pair_plan(len(ops), result.stride, reach)
+    extra = sampled.one_per_step_variants(plan, [op.name for op in ops])  # embed, final_norm, lm_head
+    rounds = sampled.extra_rounds(result.cycles)
+    assert result.one_per_step_variants == len(extra) > 0
+    assert result.one_per_step_runs == result.cycles * (1 + rounds) >= sampled.ONE_PER_STEP_SAMPLES
+    assert result.sampled_steps == result.cycles * (result.variants + rounds * len(extra))
     assert result.sequence_check.startswith("same kernel sequence"), result.sequence_check
     rows = result.kernels
     assert [r.op for r in rows] == [op.name for op in ops]
@@ -112,8 +117,15 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     # how near clean the sampled step stays is measured, not asserted here (benchmarks/bench_sampled_gaps.py): a
     # timed bound failed once in three GPU runs on the eager host's noise
     assert result.overhead_fraction is not None and result.variant_overhead_max_error_fraction is not None
-    groups = len(sampled.cycle_groups(list(range(result.variants)), sampled.CLEAN_EVERY))
-    assert result.clean_references == result.cycles * (groups + 1)  # a clean block before each group and after
+    blocks = 0  # a clean block before each group and after the last, in every cycle and extra round
+    for cycle in range(result.cycles):
+        orders = [sampled.variant_order(len(plan.variants), cycle, plan.follows)]
+        orders += [
+            sampled.variant_order(len(plan.variants), cycle * rounds + r, plan.follows, extra) for r in range(rounds)
+        ]
+        blocks += sum(len(sampled.cycle_groups(order, sampled.CLEAN_EVERY, plan.follows)) + 1 for order in orders)
+    assert result.clean_references == blocks
+    assert result.tail_measured_ns is not None and result.tail_noise_ns is not None and result.tail_ns is not None
     assert result.clean_step_spread_fraction is not None and result.host_steady is not None
     assert result.stride_probes and all(p.error_fraction is not None for p in result.stride_probes)
     check = result.cupti_check

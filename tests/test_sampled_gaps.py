@@ -27,11 +27,13 @@ from launchprobe.analysis.sampled import (
     cycles_for,
     dense_plan,
     end_shifts,
+    extra_rounds,
     first_difference,
     group_ops,
     initial_spacing,
     instrumented_rows,
     local_overheads,
+    one_per_step_variants,
     pair_plan,
     sequence_problem,
     sound_corrections,
@@ -82,6 +84,83 @@ def test_variant_order_rotates() -> None:
     assert variant_order(4, 0) == [0, 1, 2, 3]
     assert variant_order(4, 1) == [1, 2, 3, 0]
     assert sorted(variant_order(5, 3)) == list(range(5))
+
+
+def test_variant_order_over_some_variants_keeps_a_follower_after_its_leader() -> None:
+    assert variant_order(10, 0, members=[9, 3, 7]) == [3, 7, 9]
+    assert variant_order(10, 1, members=[3, 7, 9]) == [7, 9, 3]
+    assert variant_order(10, 1, {7: 3}, members=[3, 7, 9]) == [7, 3, 9]
+    assert variant_order(10, 0, {7: 3}, members=[3, 9]) == [3, 9]  # no leader: the follower runs on its own
+    assert variant_order(10, 0, members=[]) == []
+
+
+LAYER_OPS = ["attn_norm", "qkv", "rotary", "kv_write", "attention", "o_proj", "mlp_norm", "gate_up", "silu_mul", "down"]
+
+
+def test_one_per_step_variants_are_those_measuring_embed_final_norm_and_lm_head() -> None:
+    names = ["embed", *LAYER_OPS * 3, "final_norm", "lm_head"]
+    n, reach = len(names), 4
+    plan = pair_plan(n, 8, reach)
+    wanted = {plan.index("solo", 0), plan.roles.index("wrap_far"), plan.roles.index("wrap_near")}
+    for i in (n - 2, n - 1):  # final_norm, lm_head: the far and near variants with anchor i - r
+        wanted |= {plan.index(role, (i - reach) % plan.spacing) for role in ("far", "near")}
+    assert one_per_step_variants(plan, names) == sorted(wanted)
+    # a one-per-step op among the first r: its solo and the one before
+    short = pair_plan(10, 6, reach)
+    boundary = {short.index("solo", 0), short.roles.index("wrap_far"), short.roles.index("wrap_near")}
+    assert one_per_step_variants(short, ["a", "x", *["b"] * 8]) == sorted(boundary | {short.index("solo", 1)})
+    assert one_per_step_variants(dense_plan(n), names) == []
+    assert one_per_step_variants(plan, ["op"] * n) == []
+
+
+def test_extra_rounds_bring_one_per_step_variants_to_the_samples_wanted() -> None:
+    assert extra_rounds(13) == 4  # 13 x 5 = 65 >= 64
+    assert extra_rounds(5) == 12
+    assert extra_rounds(64) == 0 and extra_rounds(100) == 0
+    assert extra_rounds(10, samples=10) == 0
+
+
+@pytest.mark.parametrize("tail_ns", [0, 5_000])
+def test_the_tail_is_kept_only_where_it_stands_out_of_its_noise(tail_ns: int) -> None:
+    # A graph step, host ahead; one-per-step variants run in extra rounds. lm_head's duration varies by +/-2 us
+    # from step to step in the wrap pair's steps (as on the H200), so the wrap pair reads the tail (last op's end
+    # to the boundary) with noise. With node_gap_ns 0 an event node fires as its op ends, as the boundary event
+    # does: the true tail is 0, and the pair's noisy reading of it is dropped. A boundary made 5 us later after the
+    # wrap_far step (constructed: a tail the events before it cannot see) stands out of the noise and is kept.
+    import random
+
+    names = ["embed", *LAYER_OPS * 3, "final_norm", "lm_head"]
+    n = len(names)
+    durations = [*_durations(n - 1), 250_000]
+    kw: dict[str, Any] = {"graph": True, "node_gap_ns": 0}
+    _, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 4)
+    truth = clean_gaps(kernels)
+    plan = pair_plan(n, 8, 4)
+    extra, cycles = one_per_step_variants(plan, names), 4
+    steps, _ = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, cycles,
+        follows=plan.follows, extra=extra, rounds=extra_rounds(cycles),
+    )  # fmt: skip
+    runs = {v: sum(s.variant == v for s in steps) for v in range(len(plan.variants))}
+    assert {runs[v] for v in extra} == {cycles * (1 + extra_rounds(cycles))} and runs[0] == cycles
+    rng = random.Random(1)
+    noisy = []
+    wrap_far, wrap_near = plan.roles.index("wrap_far"), plan.roles.index("wrap_near")
+    for s in steps:
+        if s.variant in (wrap_far, wrap_near):  # lm_head longer or shorter: the boundary and its end event move
+            e = round(rng.gauss(0, 2_000)) + (tail_ns if s.variant == wrap_far else 0)
+            s = SampledStep(s.variant, s.step_ns + e, {i: t + (e if i == n - 1 else 0) for i, t in s.ends.items()},
+                            s.reference_ns)  # fmt: skip
+        noisy.append(s)
+    result = stitch([OpTiming(name, 0, False) for name in names], noisy, plan, durations)
+    assert result.tail_measured_ns is not None and 0 < result.tail_noise_ns < 1_000
+    if tail_ns:
+        assert result.tail_ns == result.tail_measured_ns
+        assert result.rows[0]["gap_before_ns"] == pytest.approx(truth[0] + tail_ns, abs=3 * result.tail_noise_ns)
+    else:
+        assert result.tail_measured_ns != 0 and result.tail_ns == 0
+        assert result.rows[0]["gap_before_ns"] == pytest.approx(truth[0], abs=1)  # the head alone: exact
+    assert [r["gap_before_ns"] for r in result.rows[1:]] == pytest.approx(truth[1:], abs=1)
 
 
 def test_plan_rejects_nonsense() -> None:

@@ -54,6 +54,13 @@ CLEAN_EVERY = 8
 # eager there: 14-80%).
 HOST_STEADY_SPREAD = 0.05
 OP_GAP_ABS_NS, OP_GAP_REL = 1_000, 0.15  # per op class median gap (and duration) vs CUPTI: 1 us or 15%
+# The variants that measure an op occurring once per step (embed, final_norm, lm_head) run until they have about
+# this many steps: lm_head's duration varies by 1-2 us from step to step (sd, CUPTI, H200), and its gap is a
+# difference of medians that carry that noise, with no other layers to average it over (docs/performance.md).
+ONE_PER_STEP_SAMPLES = 64
+# The tail (last op's end to the boundary event) is taken as measured only where it is this many standard errors
+# from zero; otherwise as zero: the boundary event completes when the last op does.
+TAIL_SIGMAS = 3.0
 
 
 class StitchRefused(Exception):
@@ -172,14 +179,49 @@ def cycle_groups(order: Sequence[int], every: int, follows: Mapping[int, int] | 
     return groups
 
 
-def variant_order(variants: int, cycle: int, follows: Mapping[int, int] | None = None) -> list[int]:
-    """The variants of one cycle, rotated by the cycle so no variant always follows the same one, except that a
-    variant in ``follows``' values runs right after its key (``Plan.follows``)."""
-    order = [(cycle + j) % variants for j in range(variants)]
+def variant_order(
+    variants: int, cycle: int, follows: Mapping[int, int] | None = None, members: Sequence[int] | None = None
+) -> list[int]:
+    """The variants of one cycle (``members``, default all ``variants``), rotated by the cycle so no variant always
+    follows the same one, except that a variant in ``follows``' values runs right after its key (``Plan.follows``)."""
+    chosen = list(range(variants)) if members is None else sorted(set(members))
+    order = [chosen[(cycle + j) % len(chosen)] for j in range(len(chosen))] if chosen else []
     for before, after in (follows or {}).items():
-        order.remove(after)
-        order.insert(order.index(before) + 1, after)
+        if before in order and after in order:
+            order.remove(after)
+            order.insert(order.index(before) + 1, after)
     return order
+
+
+def one_per_step_variants(plan: Plan, names: Sequence[str]) -> list[int]:
+    """The variants that measure the gap before an op whose name occurs once in the step (embed, final_norm,
+    lm_head): its class median is that one gap, with no other layers to average its noise over (``extra_runs``)."""
+    if plan.roles == ["dense"]:
+        return []
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    wanted: set[int] = set()
+    solo = {ops[0]: v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants)) if role == "solo"}
+    for i, name in enumerate(names):
+        if counts[name] != 1:
+            continue
+        if i == 0:
+            wanted.add(solo[0])
+            wanted.update(v for v, role in enumerate(plan.roles) if role in ("wrap_far", "wrap_near"))
+        elif i < plan.reach or i in solo:
+            wanted.update({solo[i], solo[i - 1]})
+        else:
+            wanted.update(v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants))
+                          if role in ("far", "near") and i - plan.reach in ops[0::2])  # fmt: skip
+    return sorted(wanted)
+
+
+def extra_rounds(cycles: int, samples: int = ONE_PER_STEP_SAMPLES) -> int:
+    """Rounds over ``one_per_step_variants`` to run after each of ``cycles`` cycles so that they have about
+    ``samples`` steps each. A variant's events can be read once between syncs (a captured graph records into the
+    same events at every replay), so a variant runs at most once per round; each round is a short cycle."""
+    return max(0, math.ceil(samples / max(1, cycles)) - 1)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -358,6 +400,9 @@ class Stitched:
     instrumented_step_ns: float  # median over the sampled steps, boundary to boundary
     variant_step_ns: dict[int, float]  # median per variant
     position_noise_ns: float  # median IQR across steps of each measured end (solo, dense) and local difference
+    tail_ns: int = 0  # last op's end to the boundary: as measured, or 0 where that is within its noise (TAIL_SIGMAS)
+    tail_measured_ns: int | None = None  # what the wrap pair (or the plain step) measured it at; None: dense
+    tail_noise_ns: float = 0.0  # its standard error
 
 
 def _median_int(values: Sequence[int | float]) -> int:
@@ -452,6 +497,7 @@ def stitch(
     length = {v: _median_int(values) for v, values in lengths.items()}
     gaps = [0] * n
     noise = [0.0] * n
+    tail_measured, tail_noise = None, 0.0
     if plan.roles == ["dense"]:
         head = end[(0, 0)] - durations[0]
         for i in range(1, n):
@@ -471,15 +517,17 @@ def stitch(
             far, near = ("far", i - reach), ("near", i - reach)
             gaps[i] = diff[far] - diff[near] - durations[i]
             noise[i] = math.hypot(diff_error[far], diff_error[near])
-        if "wrap_far" in plan.roles:
+        head_noise = end_error[(solo[0], 0)]
+        if "wrap_far" in plan.roles:  # the tail measured across the boundary, kept where it stands out of its noise
             far, near = ("wrap_far", n - reach), ("wrap_near", n - reach)
-            between = diff[far] - diff[near] - durations[0]
-            tail = between - head
-            noise[0] = math.hypot(diff_error[far], diff_error[near])
-        else:  # too short a step to wrap (or a plan from before the wrap): the last op's solo end and the plain length
+            tail_measured = diff[far] - diff[near] - durations[0] - head
+            tail_noise = math.hypot(diff_error[far], diff_error[near], head_noise)
+        else:  # too short a step to wrap: the last op's solo end and the plain length
             last = (solo[n - 1], n - 1)
-            tail = length[0] - end[last]
-            noise[0] = math.hypot(end_error[(solo[0], 0)], end_error[last], median_error(lengths[0]))
+            tail_measured = length[0] - end[last]
+            tail_noise = math.hypot(end_error[last], median_error(lengths[0]))
+        tail = tail_measured if abs(tail_measured) > TAIL_SIGMAS * tail_noise else 0
+        noise[0] = tail_noise if tail else head_noise
     shifts = [0] * n
     if end_shift_ns is not None and plan.roles != ["dense"]:
         if len(end_shift_ns) != n:
@@ -524,6 +572,9 @@ def stitch(
         instrumented_step_ns=float(statistics.median(all_lengths)),
         variant_step_ns={v: float(statistics.median(x)) for v, x in sorted(lengths.items())},
         position_noise_ns=float(statistics.median(spreads)) if spreads else 0.0,
+        tail_ns=tail,
+        tail_measured_ns=tail_measured,
+        tail_noise_ns=round(tail_noise, 1),
     )
 
 

@@ -36,7 +36,9 @@ P = ParamSpec("P")
 # CUDA event timing resolution (CUDA runtime docs: about 0.5 us): no duration is reported below it.
 EVENT_RESOLUTION_NS = 500
 LEAD_IN = 2  # steps of a clean block (the last timed), so the launch queue is in its steady state again
-REFERENCE_WARM, REFERENCE_STEPS = 2, 8  # clean steps under CUPTI: dropped, then used
+# Clean steps under CUPTI: dropped, then used. lm_head's duration varies by 1-2 us (sd) from step to step on the
+# H200; the median of 8 steps was up to 0.9 us off that of the hundreds of clean steps timed in the cycles.
+REFERENCE_WARM, REFERENCE_STEPS = 2, 64
 # Variants run once each under CUPTI (evenly spread when more): their kernel sequences are checked against the clean
 # step's, and their op durations give each op's end shift (``sampled.end_shifts``).
 SEQUENCE_VARIANTS = 256
@@ -290,11 +292,14 @@ def run_cycles(
     cycles: int,
     follows: dict[int, int] | None = None,
     every: int = sampled.CLEAN_EVERY,
+    extra: Sequence[int] = (),
+    rounds: int = 0,
 ) -> tuple[list[sampled.SampledStep], list[int]]:
     """One warm-up pass over the variants (not read: a captured graph's first replays upload it), then cycles:
     every variant once (rotated), back to back in groups of ``every``, with a clean block of ``LEAD_IN`` steps
-    before each group and after the last, its last step timed; sync and read. Each sampled step carries the mean
-    of the clean steps timed just before and after its group. Returns the sampled steps and every timed clean step,
+    before each group and after the last, its last step timed; sync and read. After each cycle, ``rounds`` short
+    cycles over the variants in ``extra`` alone (``sampled.extra_rounds``). Each sampled step carries the mean of
+    the clean steps timed just before and after its group. Returns the sampled steps and every timed clean step,
     in run order."""
     import torch
 
@@ -305,8 +310,8 @@ def run_cycles(
         variants.runners[variant].run()
     torch.cuda.synchronize()
 
-    for cycle in range(cycles):
-        groups = sampled.cycle_groups(sampled.variant_order(n, cycle, follows), every, follows)
+    def one_cycle(order: list[int]) -> None:
+        groups = sampled.cycle_groups(order, every, follows)
         references = [_timed_after(clean.run, LEAD_IN)]
         bounds: list[list[Any]] = []
         for group in groups:
@@ -319,7 +324,7 @@ def run_cycles(
             references.append(_timed_after(clean.run, LEAD_IN))
         torch.cuda.synchronize()
         timed = [round(start.elapsed_time(end) * 1e6) for start, end in references]
-        clean_ns += timed
+        clean_ns.extend(timed)
         for g, (group, events) in enumerate(zip(groups, bounds)):
             reference = (timed[g] + timed[g + 1]) / 2
             for j, variant in enumerate(group):
@@ -331,6 +336,11 @@ def run_cycles(
                         reference_ns=reference,
                     )
                 )
+
+    for cycle in range(cycles):
+        one_cycle(sampled.variant_order(n, cycle, follows))
+        for round_ in range(rounds if extra else 0):
+            one_cycle(sampled.variant_order(n, cycle * rounds + round_, follows, extra))
     return out, clean_ns
 
 
@@ -513,7 +523,9 @@ def kernel_pass(
         if density == "dense"
         else sampled.cycles_for(len(plan.variants), clean_ns, SAMPLING_TIME_S * 1e9, minimum=repeats, maximum=40)
     )
-    steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows)
+    extra = sampled.one_per_step_variants(plan, [op.name for op in ops])
+    rounds = sampled.extra_rounds(cycles) if extra else 0
+    steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows, extra=extra, rounds=rounds)
     clean_ms = statistics.median(clean_in_cycles) / 1e6  # timed beside the sampled steps, on the same core
     clean_ns = clean_ms * 1e6
     spread = sampled.clean_spread(clean_in_cycles)
@@ -524,6 +536,8 @@ def kernel_pass(
         variants=len(plan.variants),
         cycles=cycles,
         sampled_steps=len(steps),
+        one_per_step_variants=len(extra),
+        one_per_step_runs=cycles * (1 + rounds),
         clean_references=len(clean_in_cycles),
         clean_step_spread_fraction=spread,
         host_steady=spread <= sampled.HOST_STEADY_SPREAD,
@@ -580,6 +594,9 @@ def kernel_pass(
             busy_ns=picture.busy_ns,
             idle_ns=picture.idle_ns,
             gap_total_ns=picture.gap_total_ns,
+            tail_ns=picture.tail_ns,
+            tail_measured_ns=picture.tail_measured_ns,
+            tail_noise_ns=picture.tail_noise_ns,
             span_ns=rows[-1]["end_ns"] - rows[0]["start_ns"],
             kernels=rows,
             **sampled.summarise(picture, picture.step_ns),

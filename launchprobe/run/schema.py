@@ -277,6 +277,8 @@ class KernelPass(Record, kw_only=True):
     variants: int | None = None  # instrumented variants of the step (k, plus one; captured graphs in graph modes)
     cycles: int | None = None  # passes over all variants
     sampled_steps: int | None = None
+    one_per_step_variants: int | None = None  # variants measuring an op that occurs once per step (run more often)
+    one_per_step_runs: int | None = None  # steps each of them ran over the cycles
     stride_probes: list[StrideProbe] | None = None
     pairing: str | None = None  # how exactly paired ends see the same events ahead (analysis/sampled.py)
     reach: int | None = None  # ops from a pair's anchor to the op whose gap it measures
@@ -295,6 +297,9 @@ class KernelPass(Record, kw_only=True):
     busy_ns: int | None = None  # union of the pictured op intervals
     idle_ns: int | None = None  # step_ns - busy_ns
     gap_total_ns: int | None = None  # the pictured gaps summed, signed (overlaps negative): step_ns less durations
+    tail_ns: int | None = None  # last op's end to the step boundary in the picture (0 where not out of its noise)
+    tail_measured_ns: int | None = None  # the tail as the wrap pair measured it
+    tail_noise_ns: float | None = None  # its standard error
     span_ns: int | None = None
     kernels: list[KernelRow] = msgspec.field(default_factory=list)
     ops: list[OpRow] = msgspec.field(default_factory=list)
