@@ -216,6 +216,8 @@ def summarise(
             op_classes=len(check.ops),
             op_classes_agree=len(check.ops) - len(failing),
             op_gaps_agree=check.ops_agree,
+            op_classes_agree_under_cupti=sum(bool(o.gap_under_cupti_agrees) for o in check.ops),
+            op_gaps_agree_under_cupti=check.ops_under_cupti_agree,
             worst_op=f"{worst.op} {worst.gap_diff_ns / 1e3:+.2f} us" if worst else None,
             grouping=check.grouping,
             agrees=check.agrees,
@@ -259,7 +261,7 @@ def table(cells: list[dict[str, Any]]) -> str:
         f"{'st. step':>8} {'gap tot us':>10} {'clean us':>9} {'diff us':>8} {'tol us':>7} {'ok':>3} "
         f"{'idle us':>8} {'clean':>7} "
         f"{'busy':>6} {'CUPTI':>7} "
-        f"{'trust':>5} {'op gaps':>7} {'worst op':>22} {'verdict':>8}"
+        f"{'trust':>5} {'op gaps':>7} {'u.CUPTI':>7} {'worst op':>22} {'verdict':>8}"
     )
     rows = [header, "-" * len(header)]
     for c in cells:
@@ -267,6 +269,11 @@ def table(cells: list[dict[str, Any]]) -> str:
             rows.append(f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['status'][:100]}")
             continue
         ops = f"{c.get('op_classes_agree', '-')}/{c.get('op_classes', '-')}" if c.get("op_classes") else "n/a"
+        like = (
+            f"{c['op_classes_agree_under_cupti']}/{c['op_classes']}"
+            if c.get("op_gaps_agree_under_cupti") is not None
+            else "n/a"
+        )
         verdict = "REFUSED" if not c["stitched"] else "AGREE" if c.get("agrees") else "DISAGREE"
         rows.append(
             f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} "
@@ -279,7 +286,7 @@ def table(cells: list[dict[str, Any]]) -> str:
             f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_tolerance_us'), 0):>7} "
             f"{yes(c.get('gap_total_agrees')):>3} {num(c.get('stitched_idle_us')):>8} {num(c.get('clean_idle_us')):>7} "
             f"{pct(c.get('busy_rel_diff')):>6} "
-            f"{pct(c.get('cupti_step_vs_clean')):>7} {yes(c.get('cupti_trusted')):>5} {ops:>7} "
+            f"{pct(c.get('cupti_step_vs_clean')):>7} {yes(c.get('cupti_trusted')):>5} {ops:>7} {like:>7} "
             f"{c.get('worst_op') or '-':>22} {verdict:>8}"
         )
     rows.append(
@@ -290,7 +297,8 @@ def table(cells: list[dict[str, Any]]) -> str:
         "durations (its gaps, signed); idle us / clean: the stitched step less the union of its ops, and the clean "
         "step less CUPTI's busy (reported, not in the verdict); tol: 10% of the clean idle or 50 us; busy: stitched vs "
         "CUPTI; CUPTI: its step against clean (trusted "
-        "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted)"
+        "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted); "
+        "u.CUPTI: the same, the events read while CUPTI ran (the pass's cycle run again under CUPTI: like for like)"
     )
     return "\n".join(rows)
 

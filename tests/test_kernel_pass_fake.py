@@ -194,6 +194,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert check.total_gap_agrees and check.busy_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
     assert check.ops and check.ops_agree, [(o.op, o.gap_diff_ns) for o in check.ops if not o.gap_agrees]
     assert check.agrees
+    # the pass's cycle read again while the fake CUPTI ran: nothing in the fake moves under CUPTI, so alike
+    assert check.under_cupti_steps and check.ops_under_cupti_agree
+    assert all(o.events_gap_under_cupti_ns_median is not None for o in check.ops)
     assert result.overhead_within_budget and abs(result.overhead_fraction) <= 0.02
     import msgspec
 

@@ -253,7 +253,7 @@ def test_a_host_that_holds_still_is_not_moved_by_the_scaling(key: tuple[str, int
 
 # ------------------------------------------------------------------------------------------------------------------
 # End shifts (sampled_shift_h200.json.gz: llama-3.2-1b full b64 with PDL, where the event after attention moves its
-# end by about 5 us; the shifts as the pass measured them from the variants' CUPTI kernels, the last op's included)
+# end by about 5 us; the shifts as the pass measured them from the variants' CUPTI kernels, one step each)
 
 
 def test_end_shifts_put_the_pdl_overlapped_gaps_back_op_for_op() -> None:
@@ -279,7 +279,7 @@ def test_end_shifts_put_the_pdl_overlapped_gaps_back_op_for_op() -> None:
             out[name] = float(np.median(gaps[members]) - np.median(cupti_gaps[members])) / 1e3
         return out
 
-    shifts = [*cell["end_shifts"][:-1], 0]  # recorded before the pass stopped shifting the last op
+    shifts = cell["end_shifts"]
     attention = [shifts[i] for i in range(n) if names[i] == "attention"]
     # attention's CUPTI duration is over 3 us longer in the variant steps with an event after it than in the clean
     # steps: what the event after it does to its end

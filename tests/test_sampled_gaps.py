@@ -261,7 +261,9 @@ def test_end_shifts_from_the_variants_kernels_put_each_gap_back_where_pdl_had_it
     errors = [r["gap_before_ns"] - t for r, t in zip(plain.rows, truth)]
     assert max(abs(e) for e in errors[1:]) == pytest.approx(1_000, abs=1)  # the shift, without the correction
     assert sum(errors) == pytest.approx(0, abs=n)  # which the sum does not see
-    seen = {s.variant: [end - start for start, end in k] for s, k in zip(steps, kernels)}
+    seen: dict[int, list[list[int]]] = {}
+    for s, k in zip(steps, kernels):
+        seen.setdefault(s.variant, []).append([end - start for start, end in k])
     shifts = end_shifts(plan, clean_durations, seen)
     assert shifts == pytest.approx(slowdown, abs=1)
     fixed = stitch(timings(n), steps, plan, clean_durations, end_shift_ns=shifts)
@@ -276,14 +278,17 @@ def test_end_shifts_only_from_steps_whose_op_before_has_no_event() -> None:
     plan = pair_plan(12, 6)
     clean = [10_000] * 12
     far = plan.roles.index("far")  # events after ops 0 and 4, 6 and 10
-    seen = {far: [9_000] * 12, plan.roles.index("plain"): [1] * 12}
+    seen = {far: [[9_000] * 12], plan.roles.index("plain"): [[1] * 12]}
     shifts = end_shifts(plan, clean, seen)
-    assert [i for i, x in enumerate(shifts[:-1]) if x is not None] == plan.variants[far]
+    assert [i for i, x in enumerate(shifts) if x is not None] == plan.variants[far]
     assert all(shifts[i] == 1_000 for i in plan.variants[far])
-    assert shifts[-1] == 0  # the last op: no successor in its step, never shifted
-    assert end_shifts(plan, clean, {plan.roles.index("wrap_near"): [9_000] * 12})[-1] == 0
+    # the last op too (events after ops 8 and 11), from the median of all the steps seen
+    wrap_near = plan.roles.index("wrap_near")
+    steps = [[9_000] * 12, [8_000] * 12, [9_500] * 12]
+    assert end_shifts(plan, clean, {wrap_near: steps})[-1] == 1_000
+    assert end_shifts(plan, clean, {wrap_near: [[9_000] * 11]}) == [None] * 12  # a step of other ops: not read
     dense = Plan(12, 1, [list(range(12))], ["dense"])
-    assert end_shifts(dense, clean, {0: [9_000] * 12}) == [None] * 11 + [0]
+    assert end_shifts(dense, clean, {0: [[9_000] * 12]}) == [None] * 12
 
 
 def test_the_reach_carries_the_gap_past_the_refill_after_an_event() -> None:
@@ -546,6 +551,22 @@ def test_clean_check_agrees_trusts_and_disagrees() -> None:
     check = clean_check(wrong, 100_000.0, ref)  # type: ignore[arg-type]
     assert not check["total_gap_agrees"] and not check["agrees"] and check["total_gap_tolerance_ns"] == 50_000
     assert not all(o["gap_agrees"] for o in check["ops"])
+
+
+def test_the_like_for_like_check_reads_the_events_taken_under_cupti_beside_the_verdict() -> None:
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
+    stitched = _stitched_like(ops, 100_000)
+    # read under CUPTI, the gap before op 1 (class x) 3 us long (what CUPTI did to it); class y's as CUPTI's
+    under = _stitched_like([(10_000, 20_000), (28_000, 53_000), (63_000, 73_000)], 103_000)
+    check = clean_check(stitched, 100_000.0, ref, under_cupti=under)  # type: ignore[arg-type]
+    by_op = {o["op"]: o for o in check["ops"]}
+    assert by_op["x"]["events_gap_under_cupti_ns_median"] == 8_000 and not by_op["x"]["gap_under_cupti_agrees"]
+    assert by_op["x"]["gap_agrees"] and by_op["y"]["gap_under_cupti_agrees"]
+    assert check["ops_under_cupti_agree"] is False and check["agrees"]  # beside the verdict, not in it
+    assert check["under_cupti_steps"] == under.sampled_steps
+    plain = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
+    assert plain["ops_under_cupti_agree"] is None and "gap_under_cupti_agrees" not in plain["ops"][0]
 
 
 def test_corrections_only_inside_one_graph() -> None:

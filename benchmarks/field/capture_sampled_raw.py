@@ -5,8 +5,9 @@ Lab tool behind tests/fixtures/field/sampled_h200.json.gz: it wraps four functio
 runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per counting pass (``counts_for``,
 ``counts``) and one per kernel pass: mode, bucket, reach, op names, layers, host_launched, the plan, durations,
 every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed
-in the cycles, CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step times) and what
-the pass reported. On the GPU machine, from the project root:
+in the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``,
+``cupti_clean_in_cycles``), CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step
+times) and what the pass reported. On the GPU machine, from the project root:
 
     source .gpu/setup.sh; python3 benchmarks/field/capture_sampled_raw.py $OUT --out $OUT/sampled.json [bench args]
 """
@@ -52,8 +53,11 @@ def main() -> None:
 
     def run_cycles(*args: Any, **kwargs: Any) -> Any:
         steps, clean_ns = originals["run_cycles"](*args, **kwargs)
-        current["steps"] = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
-        current["clean_in_cycles"] = clean_ns
+        rows = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
+        if "steps" in current:  # the second call: the cycle the pass runs again under CUPTI
+            current["cupti_steps"], current["cupti_clean_in_cycles"] = rows, clean_ns
+        else:
+            current["steps"], current["clean_in_cycles"] = rows, clean_ns
         return steps, clean_ns
 
     def clean_reference(clean: Any) -> Any:

@@ -39,9 +39,11 @@ LEAD_IN = 2  # steps of a clean block (the last timed), so the launch queue is i
 # Clean steps under CUPTI: dropped, then used. lm_head's duration varies by 1-2 us (sd) from step to step on the
 # H200; the median of 8 steps was up to 0.9 us off that of the hundreds of clean steps timed in the cycles.
 REFERENCE_WARM, REFERENCE_STEPS = 2, 64
-# Variants run once each under CUPTI (evenly spread when more): their kernel sequences are checked against the clean
-# step's, and their op durations give each op's end shift (``sampled.end_shifts``).
-SEQUENCE_VARIANTS = 256
+# The variants run under CUPTI in one cycle as the pass runs them: their kernel sequences are checked against the
+# clean step's, and their op durations give each op's end shift (``sampled.end_shifts``).
+# After that cycle, the variants measuring an op that occurs once per step run this many more rounds: lm_head's
+# duration varies by 1-2.5 us (sd) from step to step, and its end shift is a median of its durations there.
+SHIFT_ROUNDS = 24
 COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
 SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch)
 PROBE_TIME_S = 0.3  # device time of one round of a stride probe
@@ -294,25 +296,30 @@ def run_cycles(
     every: int = sampled.CLEAN_EVERY,
     extra: Sequence[int] = (),
     rounds: int = 0,
+    warm: bool = True,
+    ran: list[int] | None = None,
 ) -> tuple[list[sampled.SampledStep], list[int]]:
     """One warm-up pass over the variants (not read: a captured graph's first replays upload it), then cycles:
     every variant once (rotated), back to back in groups of ``every``, with a clean block of ``LEAD_IN`` steps
     before each group and after the last, its last step timed; sync and read. After each cycle, ``rounds`` short
     cycles over the variants in ``extra`` alone (``sampled.extra_rounds``). Each sampled step carries the mean of
     the clean steps timed just before and after its group. Returns the sampled steps and every timed clean step,
-    in run order."""
+    in run order; ``ran``, if given, gets every step run after the warm-up pass (``warm``): its variant, or -1 for a
+    clean step."""
     import torch
 
     out: list[sampled.SampledStep] = []
     clean_ns: list[int] = []
     n = len(variants)
-    for variant in sampled.variant_order(n, 0, follows):
+    for variant in sampled.variant_order(n, 0, follows) if warm else []:
         variants.runners[variant].run()
     torch.cuda.synchronize()
+    log = ran if ran is not None else []
 
     def one_cycle(order: list[int]) -> None:
         groups = sampled.cycle_groups(order, every, follows)
         references = [_timed_after(clean.run, LEAD_IN)]
+        log.extend([-1] * LEAD_IN)
         bounds: list[list[Any]] = []
         for group in groups:
             events = [torch.cuda.Event(enable_timing=True) for _ in range(len(group) + 1)]
@@ -321,7 +328,9 @@ def run_cycles(
                 variants.runners[variant].run()
                 events[j + 1].record()
             bounds.append(events)
+            log.extend(group)
             references.append(_timed_after(clean.run, LEAD_IN))
+            log.extend([-1] * LEAD_IN)
         torch.cuda.synchronize()
         timed = [round(start.elapsed_time(end) * 1e6) for start, end in references]
         clean_ns.extend(timed)
@@ -377,39 +386,43 @@ def clean_reference(clean: StepRunner) -> CleanReference | None:
 
 @dataclass
 class VariantKernels:
-    names: dict[int, list[str]]  # per checked variant, one step's kernel names
-    kernels: dict[int, list[tuple[int, int]]]  # and their (start, end), CUPTI clock
+    names: dict[int, list[str]]  # per variant, one step's kernel names
+    kernels: dict[int, list[list[tuple[int, int]]]]  # per variant, per step it ran: (start, end), CUPTI clock
+    steps: list[sampled.SampledStep]  # the same steps as the events read them, CUPTI running
 
 
-def variant_kernels(variants: Variants, per_step: int) -> VariantKernels:
-    """One step of each checked variant (all, or an even spread and the last), under CUPTI, back to back with an
-    event between steps: without it the next step's first kernel may run against the last op (on the H200 the
-    last op, lm_head, then read 2-2.6 us longer than in the clean steps)."""
-    import torch
+def variant_kernels(
+    variants: Variants, clean: StepRunner, per_step: int, follows: dict[int, int] | None, extra: Sequence[int] = ()
+) -> VariantKernels:
+    """The variants under CUPTI as the pass runs them (``run_cycles``): one cycle over all of them, in groups
+    between clean blocks, then ``SHIFT_ROUNDS`` rounds over those in ``extra``. Their op durations in that
+    arrangement give the end shifts: lm_head's read 1-2 us shorter in the steps that time its end, run so, than
+    in the clean steps, but not when the variants ran back to back (docs/performance.md). Every run of a variant
+    must launch the kernels of its first."""
+    ran: list[int] = []
+    read: list[sampled.SampledStep] = []
 
-    n = len(variants)
-    chosen = list(range(n)) if n <= SEQUENCE_VARIANTS else sorted(
-        {round(j * (n - 1) / (SEQUENCE_VARIANTS - 1)) for j in range(SEQUENCE_VARIANTS)}
-    )  # fmt: skip
-    boundaries = [torch.cuda.Event(enable_timing=True) for _ in range(len(chosen) + 1)]
-
-    def work() -> None:  # with an event between steps, as in the cycles and the clean reference
-        boundaries[0].record()
-        for j, v in enumerate(chosen):
-            variants.runners[v].run()
-            boundaries[j + 1].record()
+    def work() -> None:
+        read.extend(run_cycles(variants, clean, 1, follows, extra=extra, rounds=SHIFT_ROUNDS, warm=False, ran=ran)[0])
 
     rows = cuda_intervals(work)
-    if len(rows) != per_step * len(chosen):
+    if len(rows) != per_step * len(ran):
         raise sampled.StitchRefused(
-            f"the {len(chosen)} checked variants ran {len(rows)} kernels, not {len(chosen)} x {per_step} as the "
-            "clean step: the events changed what runs"
+            f"the {len(ran)} steps of a cycle of the variants ran {len(rows)} kernels, not {len(ran)} x {per_step} "
+            "as the clean step: the events changed what runs"
         )
-    mine = {v: rows[j * per_step : (j + 1) * per_step] for j, v in enumerate(chosen)}
-    return VariantKernels(
-        names={v: [name for name, _, _ in r] for v, r in mine.items()},
-        kernels={v: [(start, end) for _, start, end in r] for v, r in mine.items()},
-    )
+    names: dict[int, list[str]] = {}
+    kernels: dict[int, list[list[tuple[int, int]]]] = {}
+    for j, v in enumerate(ran):
+        if v < 0:
+            continue
+        mine = rows[j * per_step : (j + 1) * per_step]
+        step = [name for name, _, _ in mine]
+        if names.setdefault(v, step) != step:
+            diff = sampled.first_difference(names[v], step)
+            raise sampled.StitchRefused(f"variant {v} launched other kernels when it ran again ({diff})")
+        kernels.setdefault(v, []).append([(start, end) for _, start, end in mine])
+    return VariantKernels(names=names, kernels=kernels, steps=read)
 
 
 def kernel_counts(ops: Sequence[Op]) -> tuple[list[int], list[str]]:
@@ -545,7 +558,7 @@ def kernel_pass(
     )
     checked = SequenceCheck(None, None, "not checked: CUPTI not used")
     if cupti:
-        checked = _check_sequences(clean, variants)
+        checked = _check_sequences(clean, variants, plan.follows, extra if density == "sampled" else ())
     reference, refusal, sequence_note = checked.reference, checked.refusal, checked.note
     result["sequence_check"] = sequence_note
     ref = _cupti_reference(reference, counts) if reference is not None else None
@@ -602,7 +615,13 @@ def kernel_pass(
             **sampled.summarise(picture, picture.step_ns),
         )
         if cupti:
-            result["cupti_check"] = _cupti_check(picture, clean_ns, ref)
+            under = None
+            if checked.seen is not None and density == "sampled":
+                try:  # the same pass's steps as read while CUPTI ran: the like-for-like op check
+                    under = sampled.stitch(timings, checked.seen.steps, plan, durations_ns, None, shifts)
+                except sampled.StitchRefused:
+                    under = None
+            result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under)
     elif cupti and reference is None:
         result["cupti_check"] = {"available": False, "note": sequence_note}
     del variants
@@ -629,7 +648,9 @@ class SequenceCheck:
     seen: VariantKernels | None = None
 
 
-def _check_sequences(clean: StepRunner, variants: Variants) -> SequenceCheck:
+def _check_sequences(
+    clean: StepRunner, variants: Variants, follows: dict[int, int] | None = None, repeated: Sequence[int] = ()
+) -> SequenceCheck:
     """The clean reference under CUPTI and the same-sequence condition."""
     try:
         reference = clean_reference(clean)
@@ -640,7 +661,7 @@ def _check_sequences(clean: StepRunner, variants: Variants) -> SequenceCheck:
         return SequenceCheck(None, None, note)
     per_step = len(reference.names[0])
     try:
-        seen = variant_kernels(variants, per_step)
+        seen = variant_kernels(variants, clean, per_step, follows, repeated)
     except sampled.StitchRefused as error:
         return SequenceCheck(reference, str(error), f"refused: {error}")
     problem = sampled.sequence_problem(reference.names, seen.names)
@@ -663,13 +684,16 @@ def _end_shifts(
     if ref is None or ref.op_duration_ns is None or seen is None or not isinstance(counts, tuple):
         return None, "not measured: needs CUPTI durations grouped into ops and the variants' kernels under CUPTI"
     durations = {
-        v: [end - start for start, end in sampled.group_ops(kernels, counts[0])] for v, kernels in seen.kernels.items()
+        v: [[end - start for start, end in sampled.group_ops(step, counts[0])] for step in steps]
+        for v, steps in seen.kernels.items()
     }
     shifts = sampled.end_shifts(plan, ref.op_duration_ns, durations)
-    measured = sum(x is not None for x in shifts[:-1])
+    measured = sum(x is not None for x in shifts)
+    runs = sum(len(steps) for steps in durations.values())
     return shifts, (
-        f"CUPTI: each op's duration in the steps of {len(durations)} variants with an event after it, against its "
-        f"clean duration; {measured} of {len(shifts) - 1} ops measured (the others, and the last op, not shifted)"
+        f"CUPTI: each op's duration in the steps with an event after it of a cycle of the {len(durations)} "
+        f"variants ({runs} steps: those measuring a one-per-step op in {SHIFT_ROUNDS} more rounds), against its "
+        f"clean duration; {measured} of {len(shifts)} ops measured (the others not shifted)"
     )
 
 
@@ -695,10 +719,16 @@ def _cupti_reference(
     return ref
 
 
-def _cupti_check(picture: sampled.Stitched, clean_ns: float, ref: sampled.CuptiReference | None) -> dict[str, Any]:
+def _cupti_check(
+    picture: sampled.Stitched,
+    clean_ns: float,
+    ref: sampled.CuptiReference | None,
+    under_cupti: sampled.Stitched | None = None,
+) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
-    check = sampled.clean_check(picture, clean_ns, ref, durations_from_reference=ref.op_duration_ns is not None)
+    from_ref = ref.op_duration_ns is not None
+    check = sampled.clean_check(picture, clean_ns, ref, durations_from_reference=from_ref, under_cupti=under_cupti)
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "
         "(cuBLAS may launch more than one kernel per op)"

@@ -449,6 +449,20 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
             f"check, median gap per op class vs CUPTI: {len(check.ops) - len(bad)} of {len(check.ops)} within 1 us "
             f"or 15%: {word[check.ops_agree]}" + (f" ({detail})" if detail else "")
         )
+        likes = [o for o in check.ops if o.gap_under_cupti_agrees is not None]
+        if likes:
+            off = [o for o in likes if not o.gap_under_cupti_agrees]
+            gaps = ", ".join(
+                f"{o.op} {((o.events_gap_under_cupti_ns_median or 0.0) - o.cupti_gap_ns_median) / 1e3:+.2f} us"
+                for o in off[:6]
+            )
+            lines.append(
+                f"  like for like (the pass's cycle read again while CUPTI ran, {v.integer(check.under_cupti_steps)} "
+                f"steps): {len(likes) - len(off)} of {len(likes)} within 1 us or 15%: "
+                f"{word[check.ops_under_cupti_agree]}"
+                + (f" ({gaps})" if gaps else "")
+                + "; not in the verdict: CUPTI on both sides shows what CUPTI itself does to a gap"
+            )
     else:
         lines.append(
             f"check, op for op: not made ({v.text(check.grouping if check.cupti_trusted else 'CUPTI not trusted')})"

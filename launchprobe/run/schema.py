@@ -202,6 +202,9 @@ class OpCheck(Record, kw_only=True):
     cupti_duration_ns_median: float | None = None
     duration_diff_ns: float | None = None
     duration_agrees: bool | None = None
+    # the same class stitched from the pass's cycle run again under CUPTI (like for like: CUPTI on both sides)
+    events_gap_under_cupti_ns_median: float | None = None
+    gap_under_cupti_agrees: bool | None = None
 
 
 class CuptiCheck(Record, kw_only=True):
@@ -240,6 +243,8 @@ class CuptiCheck(Record, kw_only=True):
     total_gap_agrees: bool | None = None
     ops: list[OpCheck] = msgspec.field(default_factory=list)
     ops_agree: bool | None = None  # None: not compared op for op (CUPTI not trusted, or kernels not grouped)
+    ops_under_cupti_agree: bool | None = None  # the op-for-op check on the events read under CUPTI
+    under_cupti_steps: int | None = None  # sampled steps read under CUPTI, stitched for that check
     events_median_gap_ns: float | None = None
     cupti_median_gap_ns: float | None = None
     total_gap_rel_diff: float | None = None
