@@ -6,7 +6,8 @@ events as they ran, the plan, the clean step timed in each cycle, and CUPTI's ke
 chain_h200.json.gz holds a graph of 120 identical kernels through the pass at reach 2 and at reach 4.
 sampled_refs_h200.json.gz holds three cells of a later recording (the 14:02 UTC matrix) with clean steps timed
 among the variants, one where the eager host moved between speeds and two where it held still.
-sampled_shift_h200.json.gz holds one cell with the end shifts the pass measured. The reference values here are
+sampled_shift_h200.json.gz holds one cell with the end shifts the pass measured. sampled_cupti_h200.json.gz holds
+two cells of a pass whose cycle also ran again while CUPTI ran, read by the same events. The reference values here are
 computed with numpy from the raw streams, not with launchprobe's code; the stitching is launchprobe's.
 Provenance is inside each file.
 """
@@ -192,7 +193,11 @@ REF_CELLS = [("eager", 8, 163), ("eager", 1, 323), ("piecewise", 8, 323)]
 
 
 def _ref_steps(cell: dict[str, Any]) -> list[sampled.SampledStep]:
-    return [sampled.SampledStep(v, length, {int(o): t for o, t in ends}, ref) for v, length, ends, ref in cell["steps"]]
+    return _ref_steps_of(cell["steps"])
+
+
+def _ref_steps_of(steps: list[Any]) -> list[sampled.SampledStep]:
+    return [sampled.SampledStep(v, length, {int(o): t for o, t in ends}, ref) for v, length, ends, ref in steps]
 
 
 def _ref_stitch(cell: dict[str, Any], scaled: bool) -> sampled.Stitched:
@@ -288,3 +293,56 @@ def test_end_shifts_put_the_pdl_overlapped_gaps_back_op_for_op() -> None:
     assert abs(plain["attention"]) > 3 and abs(plain["o_proj"]) > 3  # the PDL shift, op for op
     assert abs(shifted["attention"]) < 1 and abs(shifted["o_proj"]) < 1
     assert sum(abs(d) <= 1 for d in shifted.values()) >= sum(abs(d) <= 1 for d in plain.values()) + 3
+
+
+# What CUPTI does to the gap it is the reference for (sampled_cupti_h200.json.gz: llama-3.2-1b full b8 and
+# llama-3-8b full b1, PDL on; the pass's own cycles and the same pass's cycle run again while CUPTI ran, both read
+# by the same events)
+
+
+def _cupti_ops_relative(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    kernels = np.asarray(cell["cupti_kernels"], dtype=np.int64) + np.asarray(cell["cupti_step_origins"])[:, None, None]
+    edges = np.cumsum([0, *cell["counts"]])
+    starts = np.stack([kernels[:, a:b, 0].min(axis=1) for a, b in zip(edges, edges[1:])], axis=1)
+    ends = np.stack([kernels[:, a:b, 1].max(axis=1) for a, b in zip(edges, edges[1:])], axis=1)
+    return starts, ends
+
+
+def _last_op_gap(cell: dict[str, Any], steps: list[Any]) -> tuple[int, int]:
+    """numpy: the gap before the last op, far difference less near (anchor n - 1 - r) less its CUPTI duration,
+    no end shifts; and how many far steps it had."""
+    n, reach = len(cell["names"]), cell["reach"]
+    anchor = n - 1 - reach
+    far, near = [], []
+    for _, _, ends, *_ in steps:
+        at = {int(op): t for op, t in ends}
+        if anchor in at and n - 1 in at:
+            far.append(at[n - 1] - at[anchor])
+        elif anchor in at and n - 2 in at:
+            near.append(at[n - 2] - at[anchor])
+    return round(float(np.median(far))) - round(float(np.median(near))) - cell["durations"][n - 1], len(far)
+
+
+@pytest.mark.parametrize("key", [("full", 8, 163), ("full", 1, 323)])
+def test_cupti_lengthens_the_last_ops_gap_that_it_is_the_reference_for(key: tuple[str, int, int]) -> None:
+    cell = _cell(*key, fixture="sampled_cupti_h200.json.gz")
+    n = len(cell["names"])
+    starts, ends = _cupti_ops_relative(cell)
+    cupti_gap = float(np.median(starts[:, n - 1] - ends[:, n - 2]))  # CUPTI's clean steps: lm_head after final_norm
+    assert np.median(ends - starts, axis=0).round() == pytest.approx(cell["durations"], abs=1)
+    plain, runs = _last_op_gap(cell, cell["steps"])
+    under, under_runs = _last_op_gap(cell, cell["cupti_steps"])
+    assert runs >= 64 and under_runs == 25  # the extra rounds of the one-per-step variants
+    # the same events read the last op's far difference 0.8 us or more longer while CUPTI ran
+    assert under - plain >= 800
+    # with the end shifts the pass measured (from the CUPTI cycle): like for like within 1 us of CUPTI's gap,
+    # the pass's own steps more than 1 us short of it
+    shift = cell["end_shifts"][n - 1] - cell["end_shifts"][n - 2]
+    assert abs(under + shift - cupti_gap) <= 1_000 < abs(plain + shift - cupti_gap)
+    # launchprobe's stitching of both step sets gives the numpy gap, unshifted
+    ops = [OpTiming(a, b, h) for a, b, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
+    raw = cell["plan"]
+    plan = sampled.Plan(n, raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
+    for steps, expected in ((cell["steps"], plain), (cell["cupti_steps"], under)):
+        picture = sampled.stitch(ops, _ref_steps_of(steps), plan, cell["durations"])
+        assert picture.rows[-1]["gap_before_ns"] == pytest.approx(expected, abs=1)

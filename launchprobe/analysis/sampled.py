@@ -18,9 +18,13 @@ measurements that share their first event:
 - the gap between steps (before op 0) is measured like the others, across the boundary: a "wrap_far" variant
   records an event after op n - r and is always followed, in the same cycle, by the solo variant of op 0, whose
   event is r ops after that anchor; a "wrap_near" variant records events after ops n - r and n - 1. The tail (op
-  n - 1's end to the next boundary) is that gap less the head. (A step of r ops or fewer has no room for it: its
-  tail comes from a solo variant of op n - 1 and the event-free "plain" variant's length.)
+  n - 1's end to the next boundary) is that gap less the head, kept only where it stands out of its noise
+  (``TAIL_SIGMAS``; both differences span the last op, whose duration noise enters twice), else 0: the boundary
+  event completes when the last op does. (A step of r ops or fewer has no room for the pair: its tail comes from a
+  solo variant of op n - 1 and the event-free "plain" variant's length.)
 - the "plain" variant, no events, runs among the others as the clean step does.
+The variants measuring an op that occurs once per step (``one_per_step_variants``) run in extra rounds
+(``extra_rounds``): their class median has no other layers to average the noise over.
 Dense (``dense_plan``): every op timed in one step; the event after op i - 1 sits in the gap before op i.
 """
 
