@@ -215,6 +215,18 @@ def test_kernel_pass_sections() -> None:
     assert shifted.count("caveat: where ops overlap") == text.count("caveat: where ops overlap") - 1
     assert "beyond 5%" in text and "check, op for op: not made" in text  # eager: CUPTI slows the host
     assert "check, median gap per op class vs CUPTI: 4 of 5 within 1 us or 15%: DISAGREE (attention +1.40 us)" in text
+    assert "like for like" not in text  # files without the cycle read under CUPTI
+    full_pass = next(r.kernel_pass for r in run.sorted_results() if r.kernel_pass and r.kernel_pass.cupti_check.ops)
+    check = full_pass.cupti_check
+    for o in check.ops:  # read under CUPTI: every class as CUPTI's but one, 1.5 us long
+        o.events_gap_under_cupti_ns_median = o.cupti_gap_ns_median + (1_500 if o is check.ops[0] else 0)
+        o.gap_under_cupti_agrees = o is not check.ops[0]
+    check.ops_under_cupti_agree, check.under_cupti_steps = False, 407
+    like = plain_output(run, width=300)
+    assert (
+        f"like for like (the pass's cycle read again while CUPTI ran, 407 steps): {len(check.ops) - 1} of "
+        f"{len(check.ops)} within 1 us or 15%: DISAGREE ({check.ops[0].op} +1.50 us); not in the verdict"
+    ) in like
     assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1
     assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared
     strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]
