@@ -59,7 +59,7 @@ CLEAN_EVERY = 8
 HOST_STEADY_SPREAD = 0.05
 OP_GAP_ABS_NS, OP_GAP_REL = 1_000, 0.15  # per op class median gap (and duration) vs CUPTI: 1 us or 15%
 # The variants that measure an op occurring once per step (embed, final_norm, lm_head) run until they have about
-# this many steps: lm_head's duration varies by 1-2 us from step to step (sd, CUPTI, H200), and its gap is a
+# this many steps: lm_head's duration varies by 1-2.6 us from step to step (sd, CUPTI, H200), and its gap is a
 # difference of medians that carry that noise, with no other layers to average it over (docs/performance.md).
 ONE_PER_STEP_SAMPLES = 64
 # The tail (last op's end to the boundary event) is taken as measured only where it is this many standard errors
@@ -594,7 +594,7 @@ def end_shifts(
     Put back into the gaps (``stitch``), the shift makes the gap before op i its far difference less its near one
     less op i's duration in the steps that measured them, not in other steps: under PDL an event after op i keeps
     op i + 1 from starting early beside it, and a long op's duration varies by microseconds from context to
-    context (lm_head on the H200: 1-2.5 us from step to step; docs/performance.md)."""
+    context (lm_head on the H200: 1-2.6 us from step to step; docs/performance.md)."""
     n = len(clean_durations_ns)
     samples: list[list[int]] = [[] for _ in range(n)]
     for v, steps in variant_durations_ns.items():

@@ -36,13 +36,13 @@ P = ParamSpec("P")
 # CUDA event timing resolution (CUDA runtime docs: about 0.5 us): no duration is reported below it.
 EVENT_RESOLUTION_NS = 500
 LEAD_IN = 2  # steps of a clean block (the last timed), so the launch queue is in its steady state again
-# Clean steps under CUPTI: dropped, then used. lm_head's duration varies by 1-2 us (sd) from step to step on the
+# Clean steps under CUPTI: dropped, then used. lm_head's duration varies by 1-2.6 us (sd) from step to step on the
 # H200; the median of 8 steps was up to 0.9 us off that of the hundreds of clean steps timed in the cycles.
 REFERENCE_WARM, REFERENCE_STEPS = 2, 64
 # The variants run under CUPTI in one cycle as the pass runs them: their kernel sequences are checked against the
 # clean step's, and their op durations give each op's end shift (``sampled.end_shifts``).
 # After that cycle, the variants measuring an op that occurs once per step run this many more rounds: lm_head's
-# duration varies by 1-2.5 us (sd) from step to step, and its end shift is a median of its durations there.
+# duration varies by 1-2.6 us (sd) from step to step, and its end shift is a median of its durations there.
 SHIFT_ROUNDS = 24
 COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
 SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch)
@@ -395,10 +395,10 @@ def variant_kernels(
     variants: Variants, clean: StepRunner, per_step: int, follows: dict[int, int] | None, extra: Sequence[int] = ()
 ) -> VariantKernels:
     """The variants under CUPTI as the pass runs them (``run_cycles``): one cycle over all of them, in groups
-    between clean blocks, then ``SHIFT_ROUNDS`` rounds over those in ``extra``. Their op durations in that
-    arrangement give the end shifts: lm_head's read 1-2 us shorter in the steps that time its end, run so, than
-    in the clean steps, but not when the variants ran back to back (docs/performance.md). Every run of a variant
-    must launch the kernels of its first."""
+    between clean blocks, then ``SHIFT_ROUNDS`` rounds over those in ``extra``, so that the op durations behind
+    the end shifts are taken in the arrangement the events were read in (a long op's duration varies by
+    microseconds with its context: docs/performance.md), and the events of that cycle are kept for the
+    like-for-like check. Every run of a variant must launch the kernels of its first."""
     ran: list[int] = []
     read: list[sampled.SampledStep] = []
 
@@ -691,9 +691,10 @@ def _end_shifts(
     measured = sum(x is not None for x in shifts)
     runs = sum(len(steps) for steps in durations.values())
     return shifts, (
-        f"CUPTI: each op's duration in the steps with an event after it of a cycle of the {len(durations)} "
-        f"variants ({runs} steps: those measuring a one-per-step op in {SHIFT_ROUNDS} more rounds), against its "
-        f"clean duration; {measured} of {len(shifts)} ops measured (the others not shifted)"
+        f"CUPTI: each op's duration in the steps that time its end (an event after it, none after the op before), "
+        f"from one cycle of the {len(durations)} variants run again under CUPTI ({runs} steps, the variants of "
+        f"one-per-step ops in {SHIFT_ROUNDS} more rounds), against its clean duration; {measured} of {len(shifts)} "
+        "ops measured (the others not shifted)"
     )
 
 
