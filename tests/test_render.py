@@ -216,6 +216,15 @@ def test_kernel_pass_sections() -> None:
     assert "beyond 5%" in text and "check, op for op: not made" in text  # eager: CUPTI slows the host
     assert "check, median gap per op class vs CUPTI: 4 of 5 within 1 us or 15%: DISAGREE (attention +1.40 us)" in text
     assert "like for like" not in text  # files without the cycle read under CUPTI
+    assert "one-per-step ops" not in text and "gap between steps:" not in text
+    full_pass_ = next(r.kernel_pass for r in run.sorted_results() if r.kernel_pass and r.mode == "full")
+    full_pass_.one_per_step_variants, full_pass_.one_per_step_runs = 7, 65
+    full_pass_.tail_ns, full_pass_.tail_measured_ns, full_pass_.tail_noise_ns = 0, 210, 380.0
+    rounds = plain_output(run, width=300)
+    assert "one-per-step ops (no layers to average over): their 7 variants ran 65 steps each" in rounds
+    assert "measured at 0.21 +/- 0.38 us: within 3 standard errors of zero, taken as 0" in rounds
+    full_pass_.tail_ns = full_pass_.tail_measured_ns = 5_000
+    assert "measured at 5.00 +/- 0.38 us: kept" in plain_output(run, width=300)
     full_pass = next(r.kernel_pass for r in run.sorted_results() if r.kernel_pass and r.kernel_pass.cupti_check.ops)
     check = full_pass.cupti_check
     for o in check.ops:  # read under CUPTI: every class as CUPTI's but one, 1.5 us long

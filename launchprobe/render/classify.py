@@ -348,9 +348,31 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
                 "their sum, and the step, are measured right (docs/gaps.md)"
                 + (f"; end shifts {kp.end_shift_source}" if kp.end_shift_source else "")
             )
+    lines += _one_per_step_lines(kp)
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)
+    return lines
+
+
+def _one_per_step_lines(kp: KernelPass) -> list[str]:
+    """How the ops that occur once per step were sampled, and what the gap between steps is made of."""
+    lines = []
+    if kp.one_per_step_variants:
+        lines.append(
+            f"one-per-step ops (no layers to average over): their {v.integer(kp.one_per_step_variants)} variants "
+            f"ran {v.integer(kp.one_per_step_runs)} steps each, in extra rounds after every cycle"
+        )
+    if kp.tail_measured_ns is not None and kp.tail_noise_ns is not None:
+        measured = f"{v.sig(kp.tail_measured_ns, 1e-3)} +/- {v.sig(kp.tail_noise_ns, 1e-3)} us"
+        lines.append(
+            f"gap between steps: the head plus the tail (last op's end to the boundary), measured at {measured}: "
+            + (
+                "kept, more than 3 standard errors from zero"
+                if kp.tail_ns
+                else "within 3 standard errors of zero, taken as 0 (the boundary event completes as the last op does)"
+            )
+        )
     return lines
 
 
