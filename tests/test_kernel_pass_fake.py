@@ -265,3 +265,29 @@ def test_the_pass_runs_on_one_core(fake_cuda: Clock) -> None:
     result = run_pass("full")
     assert result.host_cpu is not None and result.host_cpu in before
     assert os.sched_getaffinity(0) == before
+
+
+def test_the_cupti_cycle_repeats_the_one_per_step_variants_and_refuses_a_variant_that_changes(
+    fake_cuda: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from launchprobe.analysis import sampled
+
+    ops = fake_ops()
+    runner, _ = clean_runner("full", ops)
+    plan = sampled.pair_plan(len(ops), 8)
+    variants = kernel_pass.Variants(runner, ops, plan.variants, None, None)
+    extra = sampled.one_per_step_variants(plan, [op.name for op in ops])
+    per_step = len(fake_intervals(runner.run))
+    seen = kernel_pass.variant_kernels(variants, runner, per_step, plan.follows, extra)
+    runs = {v: len(steps) for v, steps in seen.kernels.items()}
+    assert runs == {v: 1 + (kernel_pass.SHIFT_ROUNDS if v in extra else 0) for v in range(len(plan.variants))}
+    assert sorted(s.variant for s in seen.steps) == sorted(v for v, k in runs.items() for _ in range(k))
+    assert all(len(s.ends) == len(plan.variants[s.variant]) for s in seen.steps)  # read by the events too
+
+    def renamed(work: Callable[[], Any]) -> list[tuple[str, int, int]]:  # the later half launches other kernels
+        rows = fake_intervals(work)
+        return rows[: len(rows) // 2] + [("other", s, e) for _, s, e in rows[len(rows) // 2 :]]
+
+    monkeypatch.setattr(kernel_pass, "cuda_intervals", renamed)
+    with pytest.raises(sampled.StitchRefused, match="launched other kernels when it ran again"):
+        kernel_pass.variant_kernels(variants, runner, per_step, plan.follows, extra)
