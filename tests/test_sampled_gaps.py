@@ -562,6 +562,7 @@ def test_the_like_for_like_check_reads_the_events_taken_under_cupti_beside_the_v
     check = clean_check(stitched, 100_000.0, ref, under_cupti=under)  # type: ignore[arg-type]
     by_op = {o["op"]: o for o in check["ops"]}
     assert by_op["x"]["events_gap_under_cupti_ns_median"] == 8_000 and not by_op["x"]["gap_under_cupti_agrees"]
+    assert by_op["x"]["gap_under_cupti_diff_ns"] == 8_000 - by_op["x"]["cupti_gap_ns_median"]
     assert by_op["x"]["gap_agrees"] and by_op["y"]["gap_under_cupti_agrees"]
     assert check["ops_under_cupti_agree"] is False and check["agrees"]  # beside the verdict, not in it
     assert check["under_cupti_steps"] == 10  # the sampled steps _stitched_like gives

@@ -368,9 +368,9 @@ def _one_per_step_lines(kp: KernelPass) -> list[str]:
         lines.append(
             f"gap between steps: the head plus the tail (last op's end to the boundary), measured at {measured}: "
             + (
-                "kept, more than 3 standard errors from zero"
+                "kept: it stands out of its noise (docs/gaps.md)"
                 if kp.tail_ns
-                else "within 3 standard errors of zero, taken as 0 (the boundary event completes as the last op does)"
+                else "within its noise of zero, taken as 0 (the boundary event completes as the last op does)"
             )
         )
     return lines
@@ -474,10 +474,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         likes = [o for o in check.ops if o.gap_under_cupti_agrees is not None]
         if likes:
             off = [o for o in likes if not o.gap_under_cupti_agrees]
-            gaps = ", ".join(
-                f"{o.op} {((o.events_gap_under_cupti_ns_median or 0.0) - o.cupti_gap_ns_median) / 1e3:+.2f} us"
-                for o in off[:6]
-            )
+            gaps = ", ".join(f"{o.op} {(o.gap_under_cupti_diff_ns or 0.0) / 1e3:+.2f} us" for o in off[:6])
             lines.append(
                 f"  like for like (the pass's cycle read again while CUPTI ran, {v.integer(check.under_cupti_steps)} "
                 f"steps): {len(likes) - len(off)} of {len(likes)} within 1 us or 15%: "

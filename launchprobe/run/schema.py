@@ -204,6 +204,7 @@ class OpCheck(Record, kw_only=True):
     duration_agrees: bool | None = None
     # the same class stitched from the pass's cycle run again under CUPTI (like for like: CUPTI on both sides)
     events_gap_under_cupti_ns_median: float | None = None
+    gap_under_cupti_diff_ns: float | None = None
     gap_under_cupti_agrees: bool | None = None
 
 
