@@ -42,6 +42,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=280.0, help="skip cells that would start after this")
     parser.add_argument("--reach", default="", help="pair reaches per cell, e.g. 2,3 (default: the pass's)")
     parser.add_argument(
+        "--kernel-seconds", type=float, default=5.0, help="device time for the sampled cycles of each cell"
+    )
+    parser.add_argument(
         "--pdl", action=argparse.BooleanOptionalAction, default=True, help="programmatic dependent launch (default on)"
     )
     return parser.parse_args()
@@ -63,6 +66,7 @@ def main() -> None:
         "context": args.context,
         "density": args.density,
         "pdl": args.pdl,
+        "kernel_seconds": args.kernel_seconds,
         "cells": [],
     }
     print(
@@ -131,7 +135,7 @@ def build(shape_name: str, batches: list[int], args: argparse.Namespace) -> tupl
     print(f"{shape_name}: model built in {time.perf_counter() - t0:.1f} s ({plan.weight_bytes / GIB:.1f} GiB)")
     config = ClassifyConfig(
         shape=shape, batches=list(batches), context=args.context, kernels=True, kernel_density=args.density,
-        capture_sizes=sorted(batches),
+        capture_sizes=sorted(batches), kernel_seconds=args.kernel_seconds,
     )  # fmt: skip
     return model, config
 
@@ -199,7 +203,8 @@ def summarise(
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
     }  # fmt: skip
     if check is not None and check.available:
-        failing = [o for o in check.ops if not o.gap_agrees]
+        failing = [o for o in check.ops if o.gap_verdict == "disagree" or (o.gap_verdict is None and not o.gap_agrees)]
+        like_for_like = [o.op for o in check.ops if o.gap_verdict == "agree like for like"]
         worst = max(check.ops, key=lambda o: abs(o.gap_diff_ns), default=None)
         cell.update(
             cupti_step_vs_clean=check.cupti_overhead_fraction,
@@ -215,6 +220,11 @@ def summarise(
             busy_agrees=check.busy_agrees,
             op_classes=len(check.ops),
             op_classes_agree=len(check.ops) - len(failing),
+            op_classes_within_bar=sum(o.gap_agrees for o in check.ops),
+            op_classes_like_for_like=like_for_like,
+            cupti_moves=[
+                f"{o.op} {(o.cupti_effect_ns or 0) / 1e3:+.2f}" for o in check.ops if o.cupti_trusted_here is False
+            ],
             op_gaps_agree=check.ops_agree,
             op_classes_agree_under_cupti=sum(bool(o.gap_under_cupti_agrees) for o in check.ops),
             op_gaps_agree_under_cupti=check.ops_under_cupti_agree,
@@ -269,6 +279,8 @@ def table(cells: list[dict[str, Any]]) -> str:
             rows.append(f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['status'][:100]}")
             continue
         ops = f"{c.get('op_classes_agree', '-')}/{c.get('op_classes', '-')}" if c.get("op_classes") else "n/a"
+        if c.get("op_classes_like_for_like"):  # within the bar, plus like for like where CUPTI moves the class
+            ops = f"{c['op_classes_within_bar']}+{len(c['op_classes_like_for_like'])}/{c['op_classes']}"
         like = (
             f"{c['op_classes_agree_under_cupti']}/{c['op_classes']}"
             if c.get("op_gaps_agree_under_cupti") is not None
@@ -297,9 +309,14 @@ def table(cells: list[dict[str, Any]]) -> str:
         "durations (its gaps, signed); idle us / clean: the stitched step less the union of its ops, and the clean "
         "step less CUPTI's busy (reported, not in the verdict); tol: 10% of the clean idle or 50 us; busy: stitched vs "
         "CUPTI; CUPTI: its step against clean (trusted "
-        "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted); "
+        "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted), "
+        "a+b/n: a within it, b more like for like where CUPTI moves the class beyond the bar; "
         "u.CUPTI: the same, the events read while CUPTI ran (the pass's cycle run again under CUPTI: like for like)"
     )
+    moved = [f"{c['shape']} {c['mode']} b{c['batch']}: {', '.join(c['cupti_moves'])}" for c in cells
+             if c.get("cupti_moves")]  # fmt: skip
+    if moved:
+        rows.append("CUPTI moves (us, the events' reading under CUPTI less theirs without): " + "; ".join(moved))
     return "\n".join(rows)
 
 

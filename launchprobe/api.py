@@ -288,6 +288,7 @@ def classify(
     ceilings: str = "measured",
     remeasure_ceilings: bool = False,
     kernels: bool | str = False,
+    kernel_seconds: float = 5.0,
     nvtx: str = "steps",
     projections: str = "cublas",
     pdl: bool = True,
@@ -300,7 +301,8 @@ def classify(
     device: llama-3-8b, batches 1, 8, 64, 256 and every mode on a GPU; the tiny shape, batches 1, 8, eager on the
     CPU. ``shape`` is a preset name or a TOML file; ``overrides`` sets shape fields (``{"layers": 2}``); ``plan``
     returns the cost model and floors without running anything; ``kernels``: True or ``"sampled"`` for the per-kernel
-    pass (sampled and stitched), ``"dense"`` for events after every op (perturbing). Needs torch
+    pass (sampled and stitched), ``"dense"`` for events after every op (perturbing); ``kernel_seconds``: device time
+    for the sampled cycles of each (mode, batch), more on a host that moves (the budget NOT DECIDED). Needs torch
     (``launchprobe[classify]``). Ctrl-C raises launchprobe.classify.ClassifyInterrupted carrying the rows finished."""
     from launchprobe.workload.modes import MODES
 
@@ -331,6 +333,7 @@ def classify(
         plan=plan,
         kernels=bool(kernels),
         kernel_density=kernels if isinstance(kernels, str) else "sampled",
+        kernel_seconds=kernel_seconds,
         nvtx=nvtx,
         projections=projections,
         pdl=pdl,

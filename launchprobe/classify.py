@@ -68,6 +68,7 @@ class ClassifyConfig:
     kernels: bool = False  # the per-kernel CUDA-event pass
     kernel_density: str = "sampled"  # sampled (the clean step, stitched) | dense (every op, perturbing)
     kernel_repeats: int = 5
+    kernel_seconds: float = 5.0  # device time for the sampled cycles of one (mode, batch)
     nvtx: str = "steps"  # off | steps | ops (measure/markers.py)
     projections: str = "cublas"  # cublas | gemv (workload/model.py)
     pdl: bool = True  # programmatic dependent launch of the Triton kernels (kernels/triton/launch.py)
@@ -93,6 +94,8 @@ class ClassifyConfig:
             raise UsageError(f"--dtype {self.dtype}: expected bf16 or fp16")
         if self.kernel_density not in ("sampled", "dense"):
             raise UsageError(f"--kernels {self.kernel_density}: expected sampled or dense")
+        if not 0.1 <= self.kernel_seconds <= 3600:
+            raise UsageError(f"--kernel-seconds {self.kernel_seconds:g}: expected 0.1 to 3600 seconds")
 
     def to_record(self) -> ClassifyConfigRecord:
         return ClassifyConfigRecord(
@@ -110,6 +113,7 @@ class ClassifyConfig:
             plan=self.plan,
             kernels=self.kernels,
             kernel_density=self.kernel_density if self.kernels else None,
+            kernel_seconds=self.kernel_seconds if self.kernels and self.kernel_density == "sampled" else None,
             nvtx=self.nvtx,
             projections=self.projections,
             pdl=self.pdl,
@@ -672,6 +676,7 @@ def run_kernel_pass(
         counts=counts[bucket],
         density=config.kernel_density,
         repeats=config.kernel_repeats,
+        sampling_s=config.kernel_seconds,
         markers=markers,
         reach=sampled.DEFAULT_REACH if reach is None else reach,
     )
@@ -708,6 +713,7 @@ def build_config(
     projections: str = "cublas",
     pdl: bool = True,
     kernel_density: str = "sampled",
+    kernel_seconds: float = 5.0,
 ) -> ClassifyConfig:
     """Defaults depend on the device: the GPU path runs llama-3-8b in all modes, the CPU path a tiny shape eager.
     ``device`` is already resolved (``resolve_device``; a plan is of the GPU workload wherever it is printed)."""
@@ -740,6 +746,7 @@ def build_config(
         plan=plan,
         kernels=kernels,
         kernel_density=kernel_density,
+        kernel_seconds=kernel_seconds,
         nvtx=nvtx,
         projections=projections,
         pdl=pdl and cuda,

@@ -10,8 +10,11 @@ cost then depends on the kernel after it, as on the GPU; with ``slowdown_ns``, k
 ``slowdown_ns[i]`` later (the early blocks of kernel i + 1 share its SMs), so an event after it, which keeps kernel
 i + 1 from starting early, moves its end. With ``refill_ns``, the launch pipeline an event node
 drained refills over a few kernels: the k-th kernel-to-kernel edge after an event node is ``refill_ns[k - 1]``
-longer (a chain of identical kernels on the H200 read so, docs/performance.md). Every step starts with the clean
-timing's boundary event.
+longer (a chain of identical kernels on the H200 read so, docs/performance.md). With ``start_ns``, a graph step's
+first kernel starts no sooner than that long after the boundary event, and ``fresh_start_ns`` sooner where one
+of its first ``first_piece`` ops has an event after it (piecewise on the H200: the first graph piece, captured
+afresh with an event node in it, started 0.9-2.4 us sooner than the clean runner's). Every step starts with the
+clean timing's boundary event.
 Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
 and CUPTI would report.
 """
@@ -41,6 +44,9 @@ class Stream:
     refill_ns: list[int] = field(default_factory=list)
     slowdown_ns: list[int] = field(default_factory=list)
     jitter_ns: int = 0
+    start_ns: int = 0
+    fresh_start_ns: int = 0
+    first_piece: int = 0
     seed: int = 0
     host: float = 0.0
     gpu: float = 0.0
@@ -75,7 +81,8 @@ class Stream:
         kernels: list[tuple[float, float]] = []
         if self.graph:
             submit = self._host(self.replay_ns)
-            earliest = submit + self.latency_ns
+            fresh = any(i in marks for i in range(self.first_piece))
+            earliest = max(submit + self.latency_ns, self.gpu + self.start_ns - (self.fresh_start_ns if fresh else 0))
             since_event = len(self.refill_ns) + 1  # kernels run since the last event node (none yet: refilled)
             for i, duration in enumerate(self.duration_ns):
                 kernels.append(self._run(earliest, duration))

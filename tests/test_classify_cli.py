@@ -102,6 +102,8 @@ def test_plan_runs_nothing_and_reports_costs(tmp_path: Path) -> None:
         (["--steps", "1"], "--steps must be at least 3"),
         (["--batch", "600", "--plan"], "above the largest capture size 512"),
         (["--projections", "cutlass"], "'cutlass' is not one of 'cublas', 'gemv'"),
+        (["--kernels", "--kernel-seconds", "0"], "--kernel-seconds"),
+        (["--kernels", "--kernel-seconds", "lots"], "is not a valid float"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

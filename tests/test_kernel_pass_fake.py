@@ -162,15 +162,21 @@ def clean_runner(mode: str, ops: list[Op]) -> tuple[StepRunner, float]:
 COSTS = kernel_pass.EventCosts(host_record_ns=4_000, node_ns=1_900, pair_offset_ns=1_900, pair_offset_method="t")
 
 
-def run_pass(mode: str, density: str = "sampled", splitk: bool = False) -> Any:
+def run_pass(mode: str, density: str = "sampled", splitk: bool = False, sampling_s: float | None = None) -> Any:
     ops = fake_ops(splitk=splitk)
     runner, clean_ms = clean_runner(mode, ops)
     counts = kernel_pass.kernel_counts(ops)
     return kernel_pass.kernel_pass(
         mode, 8, ops, clean=runner, clean_step_ms=clean_ms, costs=COSTS,
         fallback_durations=lambda: kernel_pass.graph_durations(8, ops, 3, COSTS.pair_offset_ns), counts=counts,
-        density=density, repeats=3,
+        density=density, repeats=3, sampling_s=sampling_s,
     )  # fmt: skip
+
+
+def test_more_sampling_time_runs_more_cycles(fake_cuda: Clock) -> None:
+    short, longer = run_pass("full"), run_pass("full", sampling_s=0.5)  # the fixture's default is 0.05 s
+    assert short.stitched and longer.stitched
+    assert longer.cycles > short.cycles and longer.sampled_steps > short.sampled_steps
 
 
 @pytest.mark.parametrize("mode", ["eager", "piecewise", "full"])
@@ -181,7 +187,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert result.pairing.startswith("paired events") and result.stride_probes
     reach = result.reach
     assert reach == 4 and reach + 2 <= result.stride <= 36 - reach
-    assert result.variants == 3 + reach + 2 * result.stride  # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor
+    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise a head variant past the first graph piece
+    head = 1 if mode == "piecewise" else 0
+    assert result.variants == 3 + reach + 2 * result.stride + head
     assert len(result.kernels) == 33 and result.ops and result.gaps is not None
     check = result.cupti_check
     assert (

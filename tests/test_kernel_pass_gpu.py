@@ -88,14 +88,19 @@ def test_kernel_counts_match_the_step() -> None:
 @pytest.mark.parametrize("mode", ["eager", "piecewise", "full"])
 def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     from launchprobe.analysis import sampled
+    from launchprobe.measure import kernel_pass
 
     result = _pass(mode)
     ops = _model().step(8)
     assert result.density == "sampled" and result.picture == "stitched" and result.stitched, result.refusal
     reach = result.reach
     assert reach is not None and result.stride is not None and result.stride >= reach + 2
-    assert result.variants == 3 + reach + 2 * result.stride  # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor
-    plan = sampled.pair_plan(len(ops), result.stride, reach)
+    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise a head variant past the first graph piece
+    head = 1 if mode == "piecewise" else 0
+    assert result.variants == 3 + reach + 2 * result.stride + head
+    opening = sampled.head_op(kernel_pass.op_layout(mode, ops)[0])
+    assert (opening is not None) == (mode == "piecewise")
+    plan = sampled.pair_plan(len(ops), result.stride, reach, opening)
     extra = sampled.one_per_step_variants(plan, [op.name for op in ops])  # embed, final_norm, lm_head
     rounds = sampled.extra_rounds(result.cycles)
     assert result.one_per_step_variants == len(extra) > 0

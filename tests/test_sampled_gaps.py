@@ -30,6 +30,7 @@ from launchprobe.analysis.sampled import (
     extra_rounds,
     first_difference,
     group_ops,
+    head_op,
     initial_spacing,
     instrumented_rows,
     local_overheads,
@@ -237,6 +238,46 @@ def test_graph_with_pdl_overlaps_stitches_to_the_clean_gaps() -> None:
     assert min(truth[1:]) < 0  # the clean step overlaps
     assert gaps[1:] == pytest.approx(truth[1:], abs=1)
     assert gaps[0] == pytest.approx(truth[0], abs=1)
+
+
+@pytest.mark.parametrize("reach", [2, 4])
+def test_the_head_past_the_first_piece_does_not_see_its_recapture(reach: int) -> None:
+    # piecewise: a first graph piece captured afresh with an event node in it starts 1.5 us sooner after the
+    # boundary than the clean runner's. The solo end of op 0 is measured in such a step and reads the head 1.5 us
+    # short; the head variant times op 4's end (past the piece) alone and gets it back, and the tail with it.
+    n, durations = 53, _durations(53)
+    kw: dict[str, Any] = {"graph": True, "start_ns": 5_000, "fresh_start_ns": 1_500, "first_piece": 4}
+    _, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
+    truth = clean_gaps(kernels)
+    heads = {}
+    for head in (None, 4):
+        plan = pair_plan(n, 9, reach, head)
+        assert plan.head_op == head and ("head" in plan.roles) == (head is not None)
+        stream = Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw)
+        steps, _ = run_sampled(stream, plan.variants, 3, follows=plan.follows)
+        rows = stitch(timings(n), steps, plan, durations).rows
+        assert [r["gap_before_ns"] for r in rows[1:]] == pytest.approx(truth[1:], abs=1)
+        heads[head] = rows[0]["gap_before_ns"]
+    assert heads[None] == pytest.approx(truth[0] - 1_500, abs=1)
+    assert heads[4] == pytest.approx(truth[0], abs=1)
+
+
+def test_a_head_variant_is_planned_past_a_step_opening_graph_piece_only() -> None:
+    piecewise = [OpTiming(name, 0, host_launched=name in ("kv_write", "attention"))
+                 for name in ("embed", "attn_norm", "qkv", "rotary", "kv_write", "attention", "o_proj")]  # fmt: skip
+    assert head_op(piecewise) == 4
+    assert head_op(timings(7, host=True)) is None  # eager: op 0 is host-launched
+    assert head_op(timings(7, host=False)) is None  # full graph: nothing is
+    plan = pair_plan(40, 8, 4, head=4)
+    head_variant = plan.roles.index("head")
+    assert plan.variants[head_variant] == [4]
+    assert plan.follows == {plan.roles.index("wrap_far"): head_variant}
+    # embed's gap comes from the head variant and the variants of the gaps before ops 1 .. 4
+    wanted = set(one_per_step_variants(plan, ["embed"] + ["x"] * 39))
+    solos = {plan.index("solo", i) for i in range(4)}
+    assert {head_variant, *solos, plan.index("far", 0), plan.index("near", 0)} <= wanted
+    with pytest.raises(ValueError, match="head variant"):
+        pair_plan(40, 8, 4, head=0)
 
 
 def test_end_shifts_from_the_variants_kernels_put_each_gap_back_where_pdl_had_it() -> None:
@@ -568,6 +609,39 @@ def test_the_like_for_like_check_reads_the_events_taken_under_cupti_beside_the_v
     assert check["under_cupti_steps"] == 10  # the sampled steps _stitched_like gives
     plain = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
     assert plain["ops_under_cupti_agree"] is None and "gap_under_cupti_agrees" not in plain["ops"][0]
+
+
+def test_a_class_cupti_moves_is_checked_like_for_like() -> None:
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]  # CUPTI: the gap before op 1 (class x) is 5 us
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
+    short = _stitched_like([(10_000, 20_000), (22_000, 47_000), (57_000, 67_000)], 97_000)  # the events: 2 us
+    # read while CUPTI ran, the same events put it at 5 us: CUPTI moved it by 3 us, and like for like it agrees
+    moved = clean_check(short, 100_000.0, ref, under_cupti=_stitched_like(ops, 100_000))  # type: ignore[arg-type]
+    x = {o["op"]: o for o in moved["ops"]}["x"]
+    assert not x["gap_agrees"] and x["cupti_effect_ns"] == 3_000 and x["cupti_trusted_here"] is False
+    assert x["gap_verdict"] == "agree like for like" and moved["ops_agree"]
+    # CUPTI moved it, but like for like the events still miss by 3 us: the events are wrong there
+    far = _stitched_like([(10_000, 20_000), (28_000, 53_000), (63_000, 73_000)], 103_000)
+    wrong = clean_check(short, 100_000.0, ref, under_cupti=far)  # type: ignore[arg-type]
+    x = {o["op"]: o for o in wrong["ops"]}["x"]
+    assert x["cupti_trusted_here"] is False and x["gap_verdict"] == "disagree" and wrong["ops_agree"] is False
+    # the events read it alike with and without CUPTI, 3 us from CUPTI's: CUPTI is trusted there, and they disagree
+    same = clean_check(short, 100_000.0, ref, under_cupti=short)  # type: ignore[arg-type]
+    x = {o["op"]: o for o in same["ops"]}["x"]
+    assert x["cupti_trusted_here"] is True and x["gap_verdict"] == "disagree" and same["ops_agree"] is False
+
+
+def test_cupti_moves_a_class_only_beyond_the_noise_of_the_two_readings() -> None:
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
+    short = _stitched_like([(10_000, 20_000), (22_000, 47_000), (57_000, 67_000)], 97_000)
+    under = _stitched_like(ops, 100_000)
+    for stitched in (short, under):  # each reading's gap before op 1 uncertain by 1.5 us: 3 us is within 2 sigma
+        stitched.rows[1]["gap_noise_ns"] = 1_500.0  # type: ignore[attr-defined]
+    check = clean_check(short, 100_000.0, ref, under_cupti=under)  # type: ignore[arg-type]
+    x = {o["op"]: o for o in check["ops"]}["x"]
+    assert x["cupti_effect_noise_ns"] == pytest.approx(1.2533 * 1_500 * 2**0.5)
+    assert x["cupti_trusted_here"] is True and x["gap_verdict"] == "disagree"
 
 
 def test_corrections_only_inside_one_graph() -> None:

@@ -22,6 +22,11 @@ measurements that share their first event:
   (``TAIL_SIGMAS``; both differences span the last op, whose duration noise enters twice), else 0: the boundary
   event completes when the last op does. (A step of r ops or fewer has no room for the pair: its tail comes from a
   solo variant of op n - 1 and the event-free "plain" variant's length.)
+- where the step starts with a captured graph piece followed by a host-launched op h (piecewise), a "head"
+  variant records one event after op h alone, so the first piece is the clean runner's own graph: on the H200 a
+  piece captured afresh with an event node in it started 0.9-2.4 us sooner after the boundary. The head is then
+  op h's end less the durations of ops 0 .. h and the gaps before ops 1 .. h (differences inside recaptured
+  pieces, where that earlier start cancels), and the wrap_far variant is followed by the head variant instead.
 - the "plain" variant, no events, runs among the others as the clean step does.
 The variants measuring an op that occurs once per step (``one_per_step_variants``) run in extra rounds
 (``extra_rounds``): their class median has no other layers to average the noise over.
@@ -59,6 +64,9 @@ CLEAN_EVERY = 8
 # eager there: 14-80%).
 HOST_STEADY_SPREAD = 0.05
 OP_GAP_ABS_NS, OP_GAP_REL = 1_000, 0.15  # per op class median gap (and duration) vs CUPTI: 1 us or 15%
+# CUPTI moves a class's gap where the events read it, with and without CUPTI, further apart than the op bar and
+# than this many standard errors of that difference: CUPTI's value is then not that class's clean gap.
+CUPTI_EFFECT_SIGMAS = 2.0
 # The variants that measure an op occurring once per step (embed, final_norm, lm_head) run until they have about
 # this many steps: lm_head's duration varies by 1-2.6 us from step to step (sd, CUPTI, H200), and its gap is a
 # difference of medians that carry that noise, with no other layers to average it over (docs/performance.md).
@@ -95,7 +103,7 @@ class Plan:
     n_ops: int
     spacing: int  # m: anchors of one variant are m ops apart (1: dense)
     variants: list[list[int]]
-    roles: list[str]  # plain | solo | far | near | wrap_far | wrap_near | dense
+    roles: list[str]  # plain | solo | head | far | near | wrap_far | wrap_near | dense
     reach: int = DEFAULT_REACH  # r: a far pair's events are r ops apart, a near pair's r - 1
 
     def index(self, role: str, first: int) -> int:
@@ -110,11 +118,18 @@ class Plan:
         return max(self.variants, key=len)
 
     @property
+    def head_op(self) -> int | None:
+        """The op whose end the head variant times (module docstring), or None: the head is op 0's solo end."""
+        return self.variants[self.roles.index("head")][0] if "head" in self.roles else None
+
+    @property
     def follows(self) -> dict[int, int]:
-        """Variants that must run right after another in a cycle: the solo of op 0 after the wrap_far variant."""
+        """Variants that must run right after another in a cycle: after the wrap_far variant, the variant whose
+        first event closes the gap between steps (the head variant where there is one, else the solo of op 0)."""
         if "wrap_far" not in self.roles:
             return {}
-        return {self.roles.index("wrap_far"): self.index("solo", 0)}
+        after = self.roles.index("head") if "head" in self.roles else self.index("solo", 0)
+        return {self.roles.index("wrap_far"): after}
 
 
 def widest_spacing(n_ops: int, reach: int = DEFAULT_REACH) -> int:
@@ -122,13 +137,25 @@ def widest_spacing(n_ops: int, reach: int = DEFAULT_REACH) -> int:
     return max(min_spacing(reach), n_ops - reach)
 
 
-def pair_plan(n_ops: int, spacing: int, reach: int = DEFAULT_REACH) -> Plan:
+def head_op(ops: Sequence[OpTiming]) -> int | None:
+    """The first host-launched op after a step-opening run of graph-replayed ones (piecewise: ``kv_write`` after
+    the first piece), whose end a head variant times; None where op 0 is host-launched or nothing is."""
+    for i, op in enumerate(ops):
+        if op.host_launched:
+            return i if i > 0 else None
+    return None
+
+
+def pair_plan(n_ops: int, spacing: int, reach: int = DEFAULT_REACH, head: int | None = None) -> Plan:
     """The variants of the paired-event scheme (module docstring); ``spacing`` is clamped to
-    [r + 2, n - r]. A step shorter than r + 1 ops is measured by solo variants alone."""
+    [r + 2, n - r]. A step shorter than r + 1 ops is measured by solo variants alone. ``head`` (``head_op``): the
+    op a head variant times, for a step that opens with a graph piece (piecewise)."""
     if n_ops < 1 or spacing < 1:
         raise ValueError("a sampling plan needs at least one op and a spacing of at least 1")
     if reach < 2:
         raise ValueError("the reach of a pair is at least 2 ops (a near pair of 1 op)")
+    if head is not None and not 0 < head < n_ops:
+        raise ValueError(f"a head variant times an op after op 0 and inside the step, not op {head}")
     m = max(min_spacing(reach), min(spacing, n_ops - reach))
     variants: list[list[int]] = [[]]
     roles = ["plain"]
@@ -136,6 +163,9 @@ def pair_plan(n_ops: int, spacing: int, reach: int = DEFAULT_REACH) -> Plan:
     for op in sorted({*range(min(reach, n_ops))} | (set() if wraps else {n_ops - 1})):
         variants.append([op])
         roles.append("solo")
+    if head is not None:
+        variants.append([head])
+        roles.append("head")
     if wraps:
         variants += [[n_ops - reach], [n_ops - reach, n_ops - 1]]
         roles += ["wrap_far", "wrap_near"]
@@ -163,6 +193,12 @@ def pairing_note(plan: Plan) -> str:
         f"paired events, anchors {plan.spacing} ops apart, reach {plan.reach}: each gap is end_(j+{plan.reach}) - "
         f"end_j less end_(j+{plan.reach - 1}) - end_j, each measured inside one step from the same anchor event "
         "after op j; nothing ahead of the anchor matters and no event sits in the measured gap"
+        + (
+            f"; the head from op {plan.head_op}'s end alone (the first graph piece not captured afresh), less the "
+            "durations and gaps before it"
+            if plan.head_op is not None
+            else ""
+        )
     )
 
 
@@ -204,19 +240,25 @@ def one_per_step_variants(plan: Plan, names: Sequence[str]) -> list[int]:
     if plan.roles == ["dense"]:
         return []
     counts = Counter(names)
-    wanted: set[int] = set()
     solo = {ops[0]: v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants)) if role == "solo"}
-    for i, name in enumerate(names):
-        if counts[name] != 1:
-            continue
+
+    def measuring(i: int) -> set[int]:
+        """The variants whose measurements give the gap before op i."""
         if i == 0:
-            wanted.add(solo[0])
-            wanted.update(v for v, role in enumerate(plan.roles) if role in ("wrap_far", "wrap_near"))
-        elif i < plan.reach or i in solo:
-            wanted.update({solo[i], solo[i - 1]})
-        else:
-            wanted.update(v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants))
-                          if role in ("far", "near") and i - plan.reach in ops[0::2])  # fmt: skip
+            wraps = {v for v, role in enumerate(plan.roles) if role in ("wrap_far", "wrap_near")}
+            if plan.head_op is None:
+                return {solo[0]} | wraps
+            inner = set().union(*(measuring(k) for k in range(1, plan.head_op + 1)))
+            return {plan.roles.index("head")} | wraps | inner
+        if i < plan.reach or i in solo:
+            return {solo[i], solo[i - 1]}
+        return {v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants))
+                if role in ("far", "near") and i - plan.reach in ops[0::2]}  # fmt: skip
+
+    wanted: set[int] = set()
+    for i, name in enumerate(names):
+        if counts[name] == 1:
+            wanted |= measuring(i)
     return sorted(wanted)
 
 
@@ -463,6 +505,7 @@ def stitch(
     dense_steps: list[dict[int, int]] = []
     lengths: dict[int, list[int]] = {}
     follows = plan.follows
+    closing = plan.head_op if plan.head_op is not None else 0  # the op whose end closes the wrap pair's far end
     for number, step in enumerate(steps):
         if not 0 <= step.variant < len(plan.variants):
             raise StitchRefused(f"a step of variant {step.variant}, but the plan has {len(plan.variants)}")
@@ -477,12 +520,14 @@ def stitch(
         if role in ("far", "near", "wrap_near"):
             for j, target in zip(wanted[0::2], wanted[1::2]):
                 local.setdefault((role, j), []).append(round((int(step.ends[target]) - int(step.ends[j])) * scale))
-        elif role == "wrap_far":  # anchor in this step, far end after op 0 of the next
+        elif role == "wrap_far":  # anchor in this step, far end after the first timed op of the next
             after = steps[number + 1] if number + 1 < len(steps) else None
-            if after is None or after.variant != follows[step.variant] or 0 not in after.ends:
-                raise StitchRefused("a wrap_far step not followed by the solo step of op 0: the gap between steps")
+            if after is None or after.variant != follows[step.variant] or closing not in after.ends:
+                raise StitchRefused(
+                    f"a wrap_far step not followed by the step timing op {closing}'s end alone: the gap between steps"
+                )
             anchor = wanted[0]
-            across = step.step_ns - int(step.ends[anchor]) + int(after.ends[0])
+            across = step.step_ns - int(step.ends[anchor]) + int(after.ends[closing])
             local.setdefault((role, anchor), []).append(round(across * scale))
         else:
             for index, at in step.ends.items():
@@ -511,7 +556,7 @@ def stitch(
     else:
         reach = plan.reach
         solo = {ops[0]: v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants)) if role == "solo"}
-        head = end[(solo[0], 0)] - durations[0]
+        opening = (plan.roles.index("head"), closing) if plan.head_op is not None else (solo[0], 0)
         for i in range(1, min(reach, n)):
             now, before = (solo[i], i), (solo[i - 1], i - 1)
             gaps[i] = end[now] - durations[i] - end[before]
@@ -520,11 +565,12 @@ def stitch(
             far, near = ("far", i - reach), ("near", i - reach)
             gaps[i] = diff[far] - diff[near] - durations[i]
             noise[i] = math.hypot(diff_error[far], diff_error[near])
-        head_noise = end_error[(solo[0], 0)]
+        # the head: the end of the opening op (op 0, or the head variant's op h) less what precedes it in the step
+        head_noise = math.hypot(end_error[opening], *noise[1 : closing + 1])
         if "wrap_far" in plan.roles:  # the tail measured across the boundary, kept where it stands out of its noise
             far, near = ("wrap_far", n - reach), ("wrap_near", n - reach)
-            tail_measured = diff[far] - diff[near] - durations[0] - head
-            tail_noise = math.hypot(diff_error[far], diff_error[near], head_noise)
+            tail_measured = diff[far] - diff[near] - end[opening]
+            tail_noise = math.hypot(diff_error[far], diff_error[near], end_error[opening])
         else:  # too short a step to wrap: the last op's solo end and the plain length
             last = (solo[n - 1], n - 1)
             tail_measured = length[0] - end[last]
@@ -534,9 +580,10 @@ def stitch(
         if len(end_shift_ns) != n:
             raise StitchRefused(f"{len(end_shift_ns)} end shifts for {n} ops")
         shifts = [int(x) if x is not None else 0 for x in end_shift_ns]
-        head += shifts[0]
         for i in range(1, n):
             gaps[i] += shifts[i] - shifts[i - 1]
+    if plan.roles != ["dense"]:  # the opening op's clean end, less the durations and gaps before it
+        head = end[opening] + shifts[closing] - sum(durations[: closing + 1]) - sum(gaps[1 : closing + 1])
     if tail_measured is not None:  # sampled: measured against the last op's shifted end, kept out of its noise
         tail_measured -= shifts[n - 1]
         tail = tail_measured if abs(tail_measured) > TAIL_SIGMAS * tail_noise else 0
@@ -761,6 +808,12 @@ def _close(a: float, b: float, abs_ns: float, rel: float) -> bool:
     return abs(a - b) <= max(abs_ns, rel * abs(b))
 
 
+def _class_noise(rows: Sequence[dict[str, Any]], members: Sequence[int]) -> float:
+    """Standard error of a class's median gap from its rows' own (``gap_noise_ns``), as the median of their mean."""
+    spread = math.sqrt(sum(float(rows[i].get("gap_noise_ns") or 0.0) ** 2 for i in members))
+    return 1.2533 * spread / len(members)
+
+
 def op_class_checks(
     rows: Sequence[dict[str, Any]],
     ref: CuptiReference,
@@ -769,9 +822,16 @@ def op_class_checks(
     under_cupti: Sequence[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
-    own, the duration) against CUPTI's; with ``under_cupti`` (the rows stitched from event steps read while CUPTI
-    ran), that class's gap there against CUPTI's too: CUPTI on both sides, so what CUPTI itself does to a gap (on
-    the H200 it lengthened lm_head's by 0.9-2 us at batch 1 and 8) is not counted against the events."""
+    own, the duration) against CUPTI's.
+
+    With ``under_cupti`` (the rows stitched from the pass's cycle read again while CUPTI ran), also that class's
+    gap there against CUPTI's (like for like: CUPTI on both sides), and what CUPTI does to the class: the events'
+    reading under CUPTI less their reading without it (``cupti_effect_ns``). Where that is beyond the op bar and
+    ``CUPTI_EFFECT_SIGMAS`` of its noise, CUPTI's value is not the class's clean gap (``cupti_trusted_here``
+    false; on the H200 CUPTI lengthened lm_head's by 0.9-2 us at batch 1 and 8), as CUPTI's step is not the clean
+    one where it is 5% off. ``gap_verdict``: "agree" where the events' clean reading is within the bar of CUPTI's;
+    "agree like for like" where it is not, CUPTI moves the class and the like-for-like reading is within the bar;
+    else "disagree"."""
     if ref.op_gap_ns is None or ref.op_duration_ns is None or len(ref.op_gap_ns) != len(rows):
         return []
     groups: dict[str, list[int]] = {}
@@ -791,13 +851,24 @@ def op_class_checks(
             "gap_diff_ns": events_gap - cupti_gap,
             "gap_agrees": _close(events_gap, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL),
         }
+        row["gap_verdict"] = "agree" if row["gap_agrees"] else "disagree"
         if under_cupti is not None and len(under_cupti) == len(rows):
             like = float(statistics.median(under_cupti[i]["gap_before_ns"] for i in members))
+            like_agrees = _close(like, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL)
+            effect = like - events_gap
+            effect_noise = math.hypot(_class_noise(rows, members), _class_noise(under_cupti, members))
+            bar = max(OP_GAP_ABS_NS, OP_GAP_REL * abs(cupti_gap))
+            moved = abs(effect) > max(bar, CUPTI_EFFECT_SIGMAS * effect_noise)
             row.update(
                 events_gap_under_cupti_ns_median=like,
                 gap_under_cupti_diff_ns=like - cupti_gap,
-                gap_under_cupti_agrees=_close(like, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL),
+                gap_under_cupti_agrees=like_agrees,
+                cupti_effect_ns=effect,
+                cupti_effect_noise_ns=effect_noise,
+                cupti_trusted_here=not moved,
             )
+            if not row["gap_agrees"] and moved and like_agrees:
+                row["gap_verdict"] = "agree like for like"
         if compare_durations:
             row.update(
                 events_duration_ns_median=events_dur,
@@ -830,9 +901,9 @@ def clean_check(
       its predecessor this is the clean idle (clean step less CUPTI busy); the idle itself, the step less the
       union of its ops, is compared too, but where ops overlap (PDL) it depends on where the events put each op's
       end, which the event after it moves (docs/gaps.md), so it is reported beside the verdict, not in it.
-    - stitched busy against CUPTI busy; per op class median gap and duration against CUPTI's (when trusted), and,
-      with ``under_cupti`` (the same pass's steps read while CUPTI ran, stitched), that picture's gaps against
-      CUPTI's: reported beside the verdict, not in it.
+    - stitched busy against CUPTI busy; per op class median gap and duration against CUPTI's (when trusted); with
+      ``under_cupti`` (the same pass's steps read while CUPTI ran, stitched), what CUPTI does to each class, and
+      where it moves a class beyond the bar, that class is checked like for like (``op_class_checks``).
     """
     cupti_overhead = ref.step_ns / clean_step_ns - 1.0 if clean_step_ns else None
     trusted = cupti_overhead is not None and abs(cupti_overhead) <= CUPTI_TRUST
@@ -846,7 +917,7 @@ def clean_check(
     like = under_cupti.rows if under_cupti is not None else None
     compare = not durations_from_reference
     ops = op_class_checks(stitched.rows, ref, compare_durations=compare, under_cupti=like) if trusted else []
-    ops_agree = all(o["gap_agrees"] for o in ops) if ops else None
+    ops_agree = all(o["gap_verdict"] != "disagree" for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None
     total_ok = abs(gap_diff) <= tolerance

@@ -54,6 +54,7 @@ Examples:
   launchprobe classify --plan --shape llama-3-70b --batch 1,64
   launchprobe classify --kernels --batch 1,64 --plot plots/     # per-kernel gaps, timeline PNGs
   launchprobe classify --kernels dense --batch 1 --mode eager   # events after every op (perturbs the step)
+  launchprobe classify --kernels --mode eager --kernel-seconds 60   # a host that moves: more steps per variant
   launchprobe classify --batch 1 --mode full --projections gemv   # speed of light: Triton GEMV, PDL
   launchprobe classify --batch 1 --projections gemv --no-pdl      # what programmatic dependent launch buys
   launchprobe classify --format json > run.json
@@ -145,6 +146,14 @@ Examples:
     "clean; dense: an event after every op, which perturbs the step it times.",
 )
 @click.option(
+    "--kernel-seconds",
+    type=click.FloatRange(0.1, 3600),
+    default=5.0,
+    show_default=True,
+    help="Device time for the sampled per-kernel cycles of each (mode, batch). More where the report says the 2% "
+    "budget is NOT DECIDED (a host that moves between speeds needs more steps per variant).",
+)
+@click.option(
     "--nvtx",
     type=click.Choice(["off", "steps", "ops"]),
     default="steps",
@@ -182,6 +191,7 @@ def classify(
     ceilings_source: str,
     remeasure_ceilings: bool,
     kernel_density: str | None,
+    kernel_seconds: float,
     nvtx: str,
     projections: str,
     pdl: bool,
@@ -219,6 +229,7 @@ def classify(
             ceilings=ceilings_source,
             remeasure_ceilings=remeasure_ceilings,
             kernels=kernel_density or False,
+            kernel_seconds=kernel_seconds,
             nvtx=nvtx,
             projections=projections,
             pdl=pdl,

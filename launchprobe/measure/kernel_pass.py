@@ -45,7 +45,7 @@ REFERENCE_WARM, REFERENCE_STEPS = 2, 64
 # duration varies by 1-2.6 us (sd) from step to step, and its end shift is a median of its durations there.
 SHIFT_ROUNDS = 24
 COUNT_PAUSE_S, COUNT_SEPARATION_NS = 0.001, 300_000  # counting pass: pause between ops, cluster threshold
-SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch)
+SAMPLING_TIME_S = 5.0  # device time for the sampled cycles of one (mode, batch), by default
 PROBE_TIME_S = 0.3  # device time of one round of a stride probe
 PROBE_TIME_MAX_S = 1.5  # rounds are added until the probe's error is within PROBE_ERROR, or this much is spent
 PROBE_ERROR = 0.002
@@ -470,6 +470,7 @@ def kernel_pass(
     counts: tuple[list[int], list[str]] | str | None,
     density: str = "sampled",
     repeats: int = 5,
+    sampling_s: float | None = None,
     markers: Markers | None = None,
     cupti: bool = True,
     reach: int = sampled.DEFAULT_REACH,
@@ -479,7 +480,8 @@ def kernel_pass(
     Durations are CUPTI's of clean steps where its kernels group into ops by ``counts`` (from ``kernel_counts``,
     or a string saying why there are none); otherwise ``fallback_durations()`` (``graph_durations`` of the
     bucket). ``clean_step_ms`` is the clean pass's time, used until this pass has re-timed the clean step beside
-    its own steps. The host thread stays on one core throughout."""
+    its own steps. ``sampling_s``: device time for the sampled cycles (default ``SAMPLING_TIME_S``; at most 40
+    cycles per 5 s). The host thread stays on one core throughout."""
     import msgspec
     import torch
 
@@ -504,8 +506,10 @@ def kernel_pass(
     }
     clean_samples: list[float] = []
 
+    head = sampled.head_op(timings)  # piecewise: the head timed past the clean runner's first graph piece
+
     def overhead_at(spacing: int) -> tuple[float, float]:
-        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach).densest], pool, markers)
+        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach, head).densest], pool, markers)
         clean_ms, overhead, error = alternating(densest.runners[0].run, clean.run, clean_step_ms)
         clean_samples.append(clean_ms)
         return overhead, error
@@ -516,7 +520,7 @@ def kernel_pass(
             sampled.widest_spacing(n, reach), start, overhead_at, lowest=sampled.min_spacing(reach),
             search_down=any(t.host_launched for t in timings),
         )  # fmt: skip
-        plan = sampled.pair_plan(n, choice.stride, reach)
+        plan = sampled.pair_plan(n, choice.stride, reach, head)
         result["stride_probes"] = [
             {"stride": k, "overhead_fraction": o, "error_fraction": e} for k, o, e in choice.probes
         ]
@@ -534,7 +538,13 @@ def kernel_pass(
     cycles = (
         repeats
         if density == "dense"
-        else sampled.cycles_for(len(plan.variants), clean_ns, SAMPLING_TIME_S * 1e9, minimum=repeats, maximum=40)
+        else sampled.cycles_for(
+            len(plan.variants),
+            clean_ns,
+            (sampling_s or SAMPLING_TIME_S) * 1e9,
+            minimum=repeats,
+            maximum=max(40, round(40 * (sampling_s or SAMPLING_TIME_S) / SAMPLING_TIME_S)),
+        )  # fmt: skip
     )
     extra = sampled.one_per_step_variants(plan, [op.name for op in ops])
     rounds = sampled.extra_rounds(cycles) if extra else 0

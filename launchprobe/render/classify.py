@@ -16,6 +16,7 @@ from launchprobe.run.schema import (
     GapStats,
     KernelPass,
     Memory,
+    OpCheck,
     ShapeRecord,
     WhatIf,
 )
@@ -297,7 +298,7 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
             row += [
                 v.sig(check.cupti_duration_ns_median, 1e-3) if check else v.MISSING,
                 v.sig(check.cupti_gap_ns_median, 1e-3) if check else v.MISSING,
-                ("ok" if check.gap_agrees else "DIFF") if check else v.MISSING,
+                _class_mark(check) if check else v.MISSING,
             ]
         body.append(row)
     columns = ["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep", "achieved\nTB/s"]
@@ -418,7 +419,7 @@ def _overhead_line(kp: KernelPass) -> str:
     elif kp.overhead_budget_fraction is not None and kp.variant_overhead_max_error_fraction is not None:
         text += (
             f": the {kp.overhead_budget_fraction:.0%} budget NOT DECIDED (the slowest variant's error is over half of "
-            "it: the host moved)"
+            "it: the host moved; more steps per variant with --kernel-seconds)"
         )
     return text
 
@@ -432,6 +433,13 @@ def _host_line(kp: KernelPass) -> str | None:
         f"{kp.clean_step_spread_fraction:.0%} (p10-p90) about {v.fixed(kp.clean_step_ms, 3)} ms; the picture and its "
         "checks mix the host's speeds, so compare runs on a host that holds still"
     )
+
+
+def _class_mark(check: OpCheck) -> str:
+    """The op table's verdict for one class against CUPTI."""
+    if check.gap_verdict == "agree like for like":
+        return "ok like for like"
+    return "ok" if check.gap_agrees else "DIFF"
 
 
 def _cupti_lines(kp: KernelPass) -> list[str]:
@@ -466,21 +474,36 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
     )
     if check.ops:
         bad = [o for o in check.ops if not o.gap_agrees]
-        detail = ", ".join(f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us" for o in bad[:6])
+        detail = ", ".join(
+            f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us"
+            + (" (like for like ok)" if o.gap_verdict == "agree like for like" else "")
+            for o in bad[:6]
+        )
+        like_ok = sum(o.gap_verdict == "agree like for like" for o in bad)
         lines.append(
             f"check, median gap per op class vs CUPTI: {len(check.ops) - len(bad)} of {len(check.ops)} within 1 us "
-            f"or 15%: {word[check.ops_agree]}" + (f" ({detail})" if detail else "")
-        )
+            f"or 15%" + (f", {like_ok} more like for like where CUPTI moves the class" if like_ok else "")
+            + f": {word[check.ops_agree]}" + (f" ({detail})" if detail else "")
+        )  # fmt: skip
         likes = [o for o in check.ops if o.gap_under_cupti_agrees is not None]
         if likes:
             off = [o for o in likes if not o.gap_under_cupti_agrees]
             gaps = ", ".join(f"{o.op} {(o.gap_under_cupti_diff_ns or 0.0) / 1e3:+.2f} us" for o in off[:6])
+            moved = [o for o in likes if o.cupti_trusted_here is False]
+            effects = ", ".join(
+                f"{o.op} {(o.cupti_effect_ns or 0.0) / 1e3:+.2f} +/- {(o.cupti_effect_noise_ns or 0.0) / 1e3:.2f} us"
+                for o in moved[:6]
+            )
             lines.append(
                 f"  like for like (the pass's cycle read again while CUPTI ran, {v.integer(check.under_cupti_steps)} "
-                f"steps): {len(likes) - len(off)} of {len(likes)} within 1 us or 15%: "
-                f"{word[check.ops_under_cupti_agree]}"
+                f"steps): {len(likes) - len(off)} of {len(likes)} within 1 us or 15%"
                 + (f" ({gaps})" if gaps else "")
-                + "; not in the verdict: CUPTI on both sides shows what CUPTI itself does to a gap"
+                + (
+                    f"; CUPTI moves {len(moved)} class(es) beyond the bar, so its value is not their clean gap "
+                    f"({effects}); where the events' own reading misses CUPTI's there, this reading decides"
+                    if moved
+                    else "; CUPTI moves no class beyond the bar"
+                )
             )
     else:
         lines.append(

@@ -103,6 +103,7 @@ class ClassifyConfigRecord(Record, kw_only=True):
     plan: bool = False
     kernels: bool = False
     kernel_density: str | None = None  # sampled | dense, with kernels; absent in older files (dense)
+    kernel_seconds: float | None = None  # device time for the sampled cycles of each (mode, batch); older: 5
     nvtx: str | None = None
     projections: str | None = None  # cublas | gemv; absent in older files
     pdl: bool | None = None  # programmatic dependent launch used; absent in older files
@@ -206,6 +207,13 @@ class OpCheck(Record, kw_only=True):
     events_gap_under_cupti_ns_median: float | None = None
     gap_under_cupti_diff_ns: float | None = None
     gap_under_cupti_agrees: bool | None = None
+    # what CUPTI does to the class: the events' reading under CUPTI less theirs without it, with its noise; where it
+    # is beyond the op bar and 2 standard errors, CUPTI's value is not the class's clean gap (cupti_trusted_here)
+    cupti_effect_ns: float | None = None
+    cupti_effect_noise_ns: float | None = None
+    cupti_trusted_here: bool | None = None
+    # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | disagree
+    gap_verdict: str | None = None
 
 
 class CuptiCheck(Record, kw_only=True):
@@ -243,8 +251,9 @@ class CuptiCheck(Record, kw_only=True):
     total_gap_tolerance_ns: float | None = None
     total_gap_agrees: bool | None = None
     ops: list[OpCheck] = msgspec.field(default_factory=list)
-    ops_agree: bool | None = None  # None: not compared op for op (CUPTI not trusted, or kernels not grouped)
-    ops_under_cupti_agree: bool | None = None  # the op-for-op check on the events read under CUPTI
+    # every class's gap_verdict an agreement; None: not compared op for op (CUPTI not trusted, or not grouped)
+    ops_agree: bool | None = None
+    ops_under_cupti_agree: bool | None = None  # every class within the bar like for like (events read under CUPTI)
     under_cupti_steps: int | None = None  # sampled steps read under CUPTI, stitched for that check
     events_median_gap_ns: float | None = None
     cupti_median_gap_ns: float | None = None
