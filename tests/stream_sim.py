@@ -12,9 +12,10 @@ i + 1 from starting early, moves its end. With ``refill_ns``, the launch pipelin
 drained refills over a few kernels: the k-th kernel-to-kernel edge after an event node is ``refill_ns[k - 1]``
 longer (a chain of identical kernels on the H200 read so, docs/performance.md). With ``start_ns``, a graph step's
 first kernel starts no sooner than that long after the boundary event, and ``fresh_start_ns`` sooner where one
-of its first ``first_piece`` ops has an event after it (piecewise on the H200: the first graph piece, captured
-afresh with an event node in it, started 0.9-2.4 us sooner than the clean runner's). Every step starts with the
-clean timing's boundary event.
+of its first ``first_piece`` ops has an event after it, or the step before had one after one of its last
+``last_piece`` ops (piecewise on the H200: the gap into a step depended on which graphs ran on either side of the
+boundary, the clean runner's or pieces captured afresh with an event node). Every step starts with the clean
+timing's boundary event.
 Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
 and CUPTI would report.
 """
@@ -47,7 +48,9 @@ class Stream:
     start_ns: int = 0
     fresh_start_ns: int = 0
     first_piece: int = 0
+    last_piece: int = 0
     seed: int = 0
+    _fresh_last: bool = False
     host: float = 0.0
     gpu: float = 0.0
     _starts: list[float] = field(default_factory=list)
@@ -81,7 +84,9 @@ class Stream:
         kernels: list[tuple[float, float]] = []
         if self.graph:
             submit = self._host(self.replay_ns)
-            fresh = any(i in marks for i in range(self.first_piece))
+            n = len(self.duration_ns)
+            fresh = self._fresh_last or any(i in marks for i in range(self.first_piece))
+            self._fresh_last = any(i in marks for i in range(n - self.last_piece, n))
             earliest = max(submit + self.latency_ns, self.gpu + self.start_ns - (self.fresh_start_ns if fresh else 0))
             since_event = len(self.refill_ns) + 1  # kernels run since the last event node (none yet: refilled)
             for i, duration in enumerate(self.duration_ns):

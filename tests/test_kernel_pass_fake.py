@@ -187,8 +187,8 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert result.pairing.startswith("paired events") and result.stride_probes
     reach = result.reach
     assert reach == 4 and reach + 2 <= result.stride <= 36 - reach
-    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise a head variant past the first graph piece
-    head = 1 if mode == "piecewise" else 0
+    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise 2 head variants past the first graph piece
+    head = 2 if mode == "piecewise" else 0
     assert result.variants == 3 + reach + 2 * result.stride + head
     assert len(result.kernels) == 33 and result.ops and result.gaps is not None
     check = result.cupti_check

@@ -95,8 +95,8 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     assert result.density == "sampled" and result.picture == "stitched" and result.stitched, result.refusal
     reach = result.reach
     assert reach is not None and result.stride is not None and result.stride >= reach + 2
-    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise a head variant past the first graph piece
-    head = 1 if mode == "piecewise" else 0
+    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise 2 head variants past the first graph piece
+    head = 2 if mode == "piecewise" else 0
     assert result.variants == 3 + reach + 2 * result.stride + head
     opening = sampled.head_op(kernel_pass.op_layout(mode, ops)[0])
     assert (opening is not None) == (mode == "piecewise")

@@ -241,12 +241,15 @@ def test_graph_with_pdl_overlaps_stitches_to_the_clean_gaps() -> None:
 
 
 @pytest.mark.parametrize("reach", [2, 4])
-def test_the_head_past_the_first_piece_does_not_see_its_recapture(reach: int) -> None:
-    # piecewise: a first graph piece captured afresh with an event node in it starts 1.5 us sooner after the
-    # boundary than the clean runner's. The solo end of op 0 is measured in such a step and reads the head 1.5 us
-    # short; the head variant times op 4's end (past the piece) alone and gets it back, and the tail with it.
+@pytest.mark.parametrize("last_piece", [0, 6])
+def test_the_head_past_the_first_piece_does_not_see_its_recapture(reach: int, last_piece: int) -> None:
+    # piecewise: a step starts 1.5 us sooner after the boundary where its first graph piece was captured afresh
+    # with an event node in it (or, last_piece, where the step before had one in its last piece). The solo end of
+    # op 0 is measured in such a step and reads the head 1.5 us short; the head variant times op 4's end (past the
+    # piece) alone, right after the plain variant, and gets it back, and the tail with it.
     n, durations = 53, _durations(53)
-    kw: dict[str, Any] = {"graph": True, "start_ns": 5_000, "fresh_start_ns": 1_500, "first_piece": 4}
+    kw: dict[str, Any] = {"graph": True, "start_ns": 5_000, "fresh_start_ns": 1_500, "first_piece": 4,
+                          "last_piece": last_piece}  # fmt: skip
     _, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
     truth = clean_gaps(kernels)
     heads = {}
@@ -271,11 +274,18 @@ def test_a_head_variant_is_planned_past_a_step_opening_graph_piece_only() -> Non
     plan = pair_plan(40, 8, 4, head=4)
     head_variant = plan.roles.index("head")
     assert plan.variants[head_variant] == [4]
-    assert plan.follows == {plan.roles.index("wrap_far"): head_variant}
+    wrap_head = plan.roles.index("wrap_head")
+    assert plan.variants[wrap_head] == [4]
+    # the head after the plain variant (clean graphs on both sides of its boundary); the wrap pair's own closer
+    assert plan.follows == {plan.roles.index("plain"): head_variant, plan.roles.index("wrap_far"): wrap_head}
     # embed's gap comes from the head variant and the variants of the gaps before ops 1 .. 4
     wanted = set(one_per_step_variants(plan, ["embed"] + ["x"] * 39))
     solos = {plan.index("solo", i) for i in range(4)}
-    assert {head_variant, *solos, plan.index("far", 0), plan.index("near", 0)} <= wanted
+    assert {0, head_variant, wrap_head, *solos, plan.index("far", 0), plan.index("near", 0)} <= wanted
+    order = variant_order(len(plan.variants), 3, plan.follows, sorted(wanted))
+    assert (
+        order[order.index(0) + 1] == head_variant and order[order.index(plan.roles.index("wrap_far")) + 1] == wrap_head
+    )
     with pytest.raises(ValueError, match="head variant"):
         pair_plan(40, 8, 4, head=0)
 

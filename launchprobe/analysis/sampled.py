@@ -23,10 +23,13 @@ measurements that share their first event:
   event completes when the last op does. (A step of r ops or fewer has no room for the pair: its tail comes from a
   solo variant of op n - 1 and the event-free "plain" variant's length.)
 - where the step starts with a captured graph piece followed by a host-launched op h (piecewise), a "head"
-  variant records one event after op h alone, so the first piece is the clean runner's own graph: on the H200 a
-  piece captured afresh with an event node in it started 0.9-2.4 us sooner after the boundary. The head is then
-  op h's end less the durations of ops 0 .. h and the gaps before ops 1 .. h (differences inside recaptured
-  pieces, where that earlier start cancels), and the wrap_far variant is followed by the head variant instead.
+  variant records one event after op h alone and always runs right after the plain variant, so that the step
+  before it and its own first piece are the clean runner's graphs: on the H200 the gap into a step depended on
+  which graphs ran on either side of the boundary (a piece captured afresh with an event node in it started
+  0.9-2.4 us sooner). The head is then op h's end less the durations of ops 0 .. h and the gaps before ops
+  1 .. h (differences inside recaptured pieces, where an earlier start cancels). The wrap_far variant is then
+  followed by a "wrap_head" variant, another with an event after op h alone, whose own median end closes the
+  wrap pair.
 - the "plain" variant, no events, runs among the others as the clean step does.
 The variants measuring an op that occurs once per step (``one_per_step_variants``) run in extra rounds
 (``extra_rounds``): their class median has no other layers to average the noise over.
@@ -103,7 +106,7 @@ class Plan:
     n_ops: int
     spacing: int  # m: anchors of one variant are m ops apart (1: dense)
     variants: list[list[int]]
-    roles: list[str]  # plain | solo | head | far | near | wrap_far | wrap_near | dense
+    roles: list[str]  # plain | solo | head | wrap_head | far | near | wrap_far | wrap_near | dense
     reach: int = DEFAULT_REACH  # r: a far pair's events are r ops apart, a near pair's r - 1
 
     def index(self, role: str, first: int) -> int:
@@ -124,12 +127,16 @@ class Plan:
 
     @property
     def follows(self) -> dict[int, int]:
-        """Variants that must run right after another in a cycle: after the wrap_far variant, the variant whose
-        first event closes the gap between steps (the head variant where there is one, else the solo of op 0)."""
-        if "wrap_far" not in self.roles:
-            return {}
-        after = self.roles.index("head") if "head" in self.roles else self.index("solo", 0)
-        return {self.roles.index("wrap_far"): after}
+        """Variants that must run right after another in a cycle: after the wrap_far variant, the one whose first
+        event closes the wrap pair (wrap_head where there is a head variant, else the solo of op 0); and the head
+        variant after the plain one."""
+        out: dict[int, int] = {}
+        if "head" in self.roles:
+            out[self.roles.index("plain")] = self.roles.index("head")
+        if "wrap_far" in self.roles:
+            after = self.roles.index("wrap_head") if "wrap_head" in self.roles else self.index("solo", 0)
+            out[self.roles.index("wrap_far")] = after
+        return out
 
 
 def widest_spacing(n_ops: int, reach: int = DEFAULT_REACH) -> int:
@@ -169,6 +176,9 @@ def pair_plan(n_ops: int, spacing: int, reach: int = DEFAULT_REACH, head: int | 
     if wraps:
         variants += [[n_ops - reach], [n_ops - reach, n_ops - 1]]
         roles += ["wrap_far", "wrap_near"]
+        if head is not None:
+            variants.append([head])
+            roles.append("wrap_head")
     last_anchor = n_ops - 1 - reach
     for v in range(min(m, max(0, last_anchor + 1))):
         anchors = range(v, last_anchor + 1, m)
@@ -249,7 +259,8 @@ def one_per_step_variants(plan: Plan, names: Sequence[str]) -> list[int]:
             if plan.head_op is None:
                 return {solo[0]} | wraps
             inner = set().union(*(measuring(k) for k in range(1, plan.head_op + 1)))
-            return {plan.roles.index("head")} | wraps | inner
+            heads = {v for v, role in enumerate(plan.roles) if role in ("plain", "head", "wrap_head")}
+            return heads | wraps | inner
         if i < plan.reach or i in solo:
             return {solo[i], solo[i - 1]}
         return {v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants))
@@ -557,6 +568,7 @@ def stitch(
         reach = plan.reach
         solo = {ops[0]: v for v, (role, ops) in enumerate(zip(plan.roles, plan.variants)) if role == "solo"}
         opening = (plan.roles.index("head"), closing) if plan.head_op is not None else (solo[0], 0)
+        wrap_closing = (follows[plan.roles.index("wrap_far")], closing) if "wrap_far" in plan.roles else opening
         for i in range(1, min(reach, n)):
             now, before = (solo[i], i), (solo[i - 1], i - 1)
             gaps[i] = end[now] - durations[i] - end[before]
@@ -569,8 +581,8 @@ def stitch(
         head_noise = math.hypot(end_error[opening], *noise[1 : closing + 1])
         if "wrap_far" in plan.roles:  # the tail measured across the boundary, kept where it stands out of its noise
             far, near = ("wrap_far", n - reach), ("wrap_near", n - reach)
-            tail_measured = diff[far] - diff[near] - end[opening]
-            tail_noise = math.hypot(diff_error[far], diff_error[near], end_error[opening])
+            tail_measured = diff[far] - diff[near] - end[wrap_closing]
+            tail_noise = math.hypot(diff_error[far], diff_error[near], end_error[wrap_closing])
         else:  # too short a step to wrap: the last op's solo end and the plain length
             last = (solo[n - 1], n - 1)
             tail_measured = length[0] - end[last]
