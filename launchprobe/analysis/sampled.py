@@ -899,6 +899,7 @@ def clean_check(
     *,
     durations_from_reference: bool = False,
     under_cupti: Stitched | None = None,
+    host_steady: bool | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 
@@ -908,6 +909,8 @@ def clean_check(
 
     - CUPTI's own step against clean: within 5%, its timestamps describe the clean step (trusted); otherwise only
       its busy time is used (kernel durations do not depend on the host), and the op-for-op check is not made.
+      Where the host moved over the pass (``host_steady`` false) there is no one clean speed to set CUPTI's step
+      against, and CUPTI is not trusted op for op either.
     - stitched gap total (its gaps summed, signed) against the clean step's: clean step time less CUPTI's op
       durations summed (where the kernels could not be grouped into ops, less CUPTI's busy). Where no op overlaps
       its predecessor this is the clean idle (clean step less CUPTI busy); the idle itself, the step less the
@@ -918,7 +921,8 @@ def clean_check(
       where it moves a class beyond the bar, that class is checked like for like (``op_class_checks``).
     """
     cupti_overhead = ref.step_ns / clean_step_ns - 1.0 if clean_step_ns else None
-    trusted = cupti_overhead is not None and abs(cupti_overhead) <= CUPTI_TRUST
+    within = cupti_overhead is not None and abs(cupti_overhead) <= CUPTI_TRUST
+    trusted = within and host_steady is not False
     busy_ref = ref.op_busy_ns if ref.op_busy_ns is not None else ref.busy_ns
     clean_idle = clean_step_ns - busy_ref
     durations_ref = sum(ref.op_duration_ns) if ref.op_duration_ns is not None else busy_ref
@@ -934,7 +938,12 @@ def clean_check(
     ops_under_cupti_agree = all(likes) if likes else None
     total_ok = abs(gap_diff) <= tolerance
     busy_ok = busy_rel is not None and busy_rel <= BUSY_REL
-    if trusted:
+    if within and not trusted:
+        trust = (
+            f"CUPTI's step is {cupti_overhead:+.1%} off clean, but the host moved over the pass: with no one clean "
+            "speed to set it against, its gaps are not taken as the clean step's and the op-for-op check is not made"
+        )
+    elif trusted:
         trust = (
             f"CUPTI's step is {cupti_overhead:+.1%} off clean (within {CUPTI_TRUST:.0%}): its timestamps describe "
             "the clean step, op for op"

@@ -631,7 +631,7 @@ def kernel_pass(
                     under = sampled.stitch(timings, checked.seen.steps, plan, durations_ns, None, shifts)
                 except sampled.StitchRefused:
                     under = None
-            result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under)
+            result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under, result["host_steady"])
     elif cupti and reference is None:
         result["cupti_check"] = {"available": False, "note": sequence_note}
     del variants
@@ -735,11 +735,14 @@ def _cupti_check(
     clean_ns: float,
     ref: sampled.CuptiReference | None,
     under_cupti: sampled.Stitched | None = None,
+    host_steady: bool | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
     from_ref = ref.op_duration_ns is not None
-    check = sampled.clean_check(picture, clean_ns, ref, durations_from_reference=from_ref, under_cupti=under_cupti)
+    check = sampled.clean_check(
+        picture, clean_ns, ref, durations_from_reference=from_ref, under_cupti=under_cupti, host_steady=host_steady
+    )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "
         "(cuBLAS may launch more than one kernel per op)"
