@@ -7,7 +7,8 @@ chain_h200.json.gz holds a graph of 120 identical kernels through the pass at re
 sampled_refs_h200.json.gz holds three cells of a later recording (the 14:02 UTC matrix) with clean steps timed
 among the variants, one where the eager host moved between speeds and two where it held still.
 sampled_shift_h200.json.gz holds one cell with the end shifts the pass measured. sampled_cupti_h200.json.gz holds
-two cells of a pass whose cycle also ran again while CUPTI ran, read by the same events. The reference values here are
+two cells of a pass whose cycle also ran again while CUPTI ran, read by the same events. sampled_head_h200.json.gz
+holds a piecewise cell with the head variant past the first graph piece. The reference values here are
 computed with numpy from the raw streams, not with launchprobe's code; the stitching is launchprobe's.
 Provenance is inside each file.
 """
@@ -346,3 +347,58 @@ def test_cupti_lengthens_the_last_ops_gap_that_it_is_the_reference_for(key: tupl
     for steps, expected in ((cell["steps"], plain), (cell["cupti_steps"], under)):
         picture = sampled.stitch(ops, _ref_steps_of(steps), plan, cell["durations"])
         assert picture.rows[-1]["gap_before_ns"] == pytest.approx(expected, abs=1)
+
+
+# The piecewise head (sampled_head_h200.json.gz: llama-3.2-1b piecewise b8 at 17:31 UTC, with the head variant
+# after the plain one and the wrap_head variant after wrap_far)
+
+
+def _ends_by_variant(cell: dict[str, Any], scale: bool) -> dict[tuple[int, int], list[int]]:
+    """numpy-side: every recorded end of every single-event step, read at the clean speed as the pass reads them."""
+    out: dict[tuple[int, int], list[int]] = {}
+    for v, _, ends, reference in cell["steps" if scale else "cupti_steps"]:
+        factor = cell["clean_step_ns"] / reference if scale and reference else 1.0
+        for op, at in ends:
+            out.setdefault((v, int(op)), []).append(round(at * factor))
+    return out
+
+
+def test_the_piecewise_head_is_the_same_past_a_clean_or_a_recaptured_first_piece_and_short_of_cuptis() -> None:
+    cell = _load("sampled_head_h200.json.gz")["cells"][0]
+    roles, variants = cell["plan"]["roles"], cell["plan"]["variants"]
+    head, wrap_head = roles.index("head"), roles.index("wrap_head")
+    assert variants[head] == variants[wrap_head] == [4] and cell["names"][4] == "kv_write"
+    assert not any(cell["host_launched"][:4]) and cell["host_launched"][4]
+    # the head variant ran right after the plain variant, every time
+    steps = cell["steps"]
+    assert all(steps[k - 1][0] == roles.index("plain") for k, s in enumerate(steps) if s[0] == head)
+    ends = _ends_by_variant(cell, scale=True)
+    med = lambda values: round(float(np.median(values)))  # noqa: E731
+    solo = {variants[v][0]: v for v, role in enumerate(roles) if role == "solo"}
+    dur, shift = cell["durations"], [s or 0 for s in cell["end_shifts"]]
+    # numpy: the gaps before ops 1-3 from the solo ends (recaptured first piece), before op 4 from the far and near
+    # differences anchored at op 0
+    gaps = [med(ends[(solo[i], i)]) - dur[i] - med(ends[(solo[i - 1], i - 1)]) + shift[i] - shift[i - 1]
+            for i in range(1, 4)]  # fmt: skip
+    far: list[int] = []
+    near: list[int] = []
+    for v, _, at, reference in steps:
+        marks = dict((int(op), t) for op, t in at)
+        factor = cell["clean_step_ns"] / reference
+        if roles[v] in ("far", "near") and 0 in marks and variants[v][1] in (3, 4):
+            (far if roles[v] == "far" else near).append(round((marks[variants[v][1]] - marks[0]) * factor))
+    gaps.append(med(far) - med(near) - dur[4] + shift[4] - shift[3])
+    past_piece = med(ends[(head, 4)]) + shift[4] - sum(dur[:5]) - sum(gaps)  # the first piece the clean runner's
+    recaptured = med(ends[(solo[0], 0)]) + shift[0] - dur[0]  # op 0's end in a first piece captured afresh
+    # launchprobe's stitching gives the numpy head (its tail taken as 0, as recorded)
+    ops = [OpTiming(a, b, h) for a, b, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
+    plan = sampled.Plan(len(ops), cell["plan"]["spacing"], variants, roles, cell["reach"])
+    picture = sampled.stitch(ops, _ref_steps_of(steps), plan, dur, cell["clean_step_ns"], cell["end_shifts"])
+    assert picture.tail_ns == 0 and picture.rows[0]["gap_before_ns"] == pytest.approx(past_piece, abs=2)
+    # the events read the same head past a clean first piece as in a recaptured one, within 0.5 us
+    assert abs(past_piece - recaptured) <= 500, (past_piece, recaptured)
+    # CUPTI's clean steps put the gap into a step (last kernel's end to the first kernel's start) more than 1 us
+    # later: on the same kind of step the two disagree (docs/gaps.md); in full-graph steps they do not
+    kernels = np.asarray(cell["cupti_kernels"], dtype=np.int64)
+    cupti_gap = float(np.median(kernels[1:, 0, 0] - kernels[:-1, -1, 1]))
+    assert cupti_gap - past_piece > 1_000, (cupti_gap, past_piece)
