@@ -490,7 +490,6 @@ def kernel_pass(
     if density not in ("sampled", "dense"):
         raise ValueError(f"unknown kernel-pass density {density!r}")
     timings, segment_of = op_layout(mode, ops)
-    n = len(ops)
     pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
     per_op_cost = [costs.host_record_ns if t.host_launched else costs.node_ns for t in timings]
     result: dict[str, Any] = {
@@ -504,58 +503,37 @@ def kernel_pass(
         "event_pair_offset_method": costs.pair_offset_method,
         "events_per_op": 1,
     }
-    clean_samples: list[float] = []
-
-    head = sampled.head_op(timings)  # piecewise: the head timed past the clean runner's first graph piece
-
-    def overhead_at(spacing: int) -> tuple[float, float]:
-        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach, head).densest], pool, markers)
-        clean_ms, overhead, error = alternating(densest.runners[0].run, clean.run, clean_step_ms)
-        clean_samples.append(clean_ms)
-        return overhead, error
-
+    plan, clean_samples = _choose_plan(ops, timings, clean, clean_step_ms, per_op_cost, density, reach, pool, markers)
     if density == "sampled":
-        start = sampled.initial_spacing(per_op_cost, clean_step_ms * 1e6, reach=reach)
-        choice = sampled.choose_stride(
-            sampled.widest_spacing(n, reach), start, overhead_at, lowest=sampled.min_spacing(reach),
-            search_down=any(t.host_launched for t in timings),
-        )  # fmt: skip
-        plan = sampled.pair_plan(n, choice.stride, reach, head)
-        result["stride_probes"] = [
-            {"stride": k, "overhead_fraction": o, "error_fraction": e} for k, o, e in choice.probes
-        ]
-    else:
-        plan = sampled.dense_plan(n)
-    stride = plan.spacing
+        result["stride_probes"] = clean_samples.probes
     result["pairing"] = sampled.pairing_note(plan)
     result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers)
     if density == "dense":
-        clean_ms, _, _ = alternating(variants.runners[0].run, clean.run, clean_step_ms)
-        clean_samples.append(clean_ms)
-    clean_ms = statistics.median(clean_samples) if clean_samples else clean_step_ms
-    clean_ns = clean_ms * 1e6
+        clean_samples.times.append(alternating(variants.runners[0].run, clean.run, clean_step_ms)[0])
+    probe_ms = statistics.median(clean_samples.times) if clean_samples.times else None
+    clean_ns = (probe_ms or clean_step_ms) * 1e6
+    time_s = sampling_s or SAMPLING_TIME_S
     cycles = (
         repeats
         if density == "dense"
         else sampled.cycles_for(
             len(plan.variants),
             clean_ns,
-            (sampling_s or SAMPLING_TIME_S) * 1e9,
+            time_s * 1e9,
             minimum=repeats,
-            maximum=max(40, round(40 * (sampling_s or SAMPLING_TIME_S) / SAMPLING_TIME_S)),
+            maximum=max(40, round(40 * time_s / SAMPLING_TIME_S)),
         )  # fmt: skip
     )
     extra = sampled.one_per_step_variants(plan, [op.name for op in ops])
     rounds = sampled.extra_rounds(cycles) if extra else 0
     steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows, extra=extra, rounds=rounds)
-    clean_ms = statistics.median(clean_in_cycles) / 1e6  # timed beside the sampled steps, on the same core
-    clean_ns = clean_ms * 1e6
+    clean_ns = statistics.median(clean_in_cycles)  # timed beside the sampled steps, on the same core
     spread = sampled.clean_spread(clean_in_cycles)
     result.update(
-        clean_step_ms=clean_ms,
-        clean_step_probe_ms=statistics.median(clean_samples) if clean_samples else None,
-        stride=stride,
+        clean_step_ms=clean_ns / 1e6,
+        clean_step_probe_ms=probe_ms,
+        stride=plan.spacing,
         variants=len(plan.variants),
         cycles=cycles,
         sampled_steps=len(steps),
@@ -569,27 +547,15 @@ def kernel_pass(
     checked = SequenceCheck(None, None, "not checked: CUPTI not used")
     if cupti:
         checked = _check_sequences(clean, variants, plan.follows, extra if density == "sampled" else ())
-    reference, refusal, sequence_note = checked.reference, checked.refusal, checked.note
-    result["sequence_check"] = sequence_note
-    ref = _cupti_reference(reference, counts) if reference is not None else None
-    if ref is not None and ref.op_duration_ns is not None:
-        durations_ns = [round(d) for d in ref.op_duration_ns]
-        result["durations_source"] = (
-            f"CUPTI: each op's first kernel start to last kernel end, median of {ref.steps} clean steps"
-        )
-    else:
-        durations_ns = fallback_durations()
-        why = ref.grouping if ref is not None else "CUPTI not available"
-        result["durations_source"] = (
-            f"events graph ({why}): an event pair around every op in one captured graph, less the calibrated pair "
-            "offset; it breaks PDL overlaps and its per-op error adds up in the gaps"
-        )
+    result["sequence_check"] = checked.note
+    ref = _cupti_reference(checked.reference, counts) if checked.reference is not None else None
+    durations_ns, result["durations_source"] = _durations(ref, fallback_durations)
     shifts: list[int | None] | None = None
     if density == "sampled":
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, counts, checked.seen)
     try:
-        if refusal is not None:
-            raise sampled.StitchRefused(refusal)
+        if checked.refusal is not None:
+            raise sampled.StitchRefused(checked.refusal)
         picture = sampled.stitch(timings, steps, plan, durations_ns, clean_ns, shifts)
     except sampled.StitchRefused as error:
         picture = None
@@ -600,30 +566,10 @@ def kernel_pass(
         overhead_fraction=overheads.pooled,
         variant_overhead_max_fraction=overheads.slowest,
         variant_overhead_max_error_fraction=overheads.slowest_error,
+        overhead_within_budget=overheads.within(sampled.OVERHEAD_BUDGET),
     )
-    result["overhead_within_budget"] = overheads.within(sampled.OVERHEAD_BUDGET)
     if picture is not None:
-        rows = picture.rows
-        if density == "dense":
-            for row, corrected in zip(rows, sampled.sound_corrections(rows, segment_of, costs.node_ns)):
-                row["gap_corrected_ns"] = corrected
-            if n > 1 and all(r["gap_corrected_ns"] is not None for r in rows[1:]):
-                result["gaps_corrected"] = gap_distribution([r["gap_corrected_ns"] for r in rows[1:]])
-        result.update(
-            stitched=density == "sampled",
-            picture="stitched" if density == "sampled" else "instrumented",
-            position_noise_ns=picture.position_noise_ns,
-            step_ns=picture.step_ns,
-            busy_ns=picture.busy_ns,
-            idle_ns=picture.idle_ns,
-            gap_total_ns=picture.gap_total_ns,
-            tail_ns=picture.tail_ns,
-            tail_measured_ns=picture.tail_measured_ns,
-            tail_noise_ns=picture.tail_noise_ns,
-            span_ns=rows[-1]["end_ns"] - rows[0]["start_ns"],
-            kernels=rows,
-            **sampled.summarise(picture, picture.step_ns),
-        )
+        result.update(_picture_fields(picture, density, segment_of, costs.node_ns))
         if cupti:
             under = None
             if checked.seen is not None and density == "sampled":
@@ -632,10 +578,94 @@ def kernel_pass(
                 except sampled.StitchRefused:
                     under = None
             result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under, result["host_steady"])
-    elif cupti and reference is None:
-        result["cupti_check"] = {"available": False, "note": sequence_note}
+    elif cupti and checked.reference is None:
+        result["cupti_check"] = {"available": False, "note": checked.note}
     del variants
     return msgspec.convert(_plain(result), KernelPass)
+
+
+@dataclass
+class Probes:
+    """What choosing the spacing measured: the clean step's median of each probe, and the probes themselves."""
+
+    times: list[float]
+    probes: list[dict[str, float]]
+
+
+def _choose_plan(
+    ops: Sequence[Op],
+    timings: Sequence[OpTiming],
+    clean: StepRunner,
+    clean_step_ms: float,
+    per_op_cost: Sequence[float],
+    density: str,
+    reach: int,
+    pool: Any,
+    markers: Markers | None,
+) -> tuple[sampled.Plan, Probes]:
+    """The variants to run: the paired plan at the spacing measured to keep the step within budget (sampled),
+    or one step with every op timed (dense). In piecewise a head variant times past the first graph piece."""
+    n = len(ops)
+    probes = Probes(times=[], probes=[])
+    if density != "sampled":
+        return sampled.dense_plan(n), probes
+    head = sampled.head_op(timings)
+
+    def overhead_at(spacing: int) -> tuple[float, float]:
+        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach, head).densest], pool, markers)
+        clean_ms, overhead, error = alternating(densest.runners[0].run, clean.run, clean_step_ms)
+        probes.times.append(clean_ms)
+        return overhead, error
+
+    start = sampled.initial_spacing(per_op_cost, clean_step_ms * 1e6, reach=reach)
+    choice = sampled.choose_stride(
+        sampled.widest_spacing(n, reach), start, overhead_at, lowest=sampled.min_spacing(reach),
+        search_down=any(t.host_launched for t in timings),
+    )  # fmt: skip
+    probes.probes = [{"stride": k, "overhead_fraction": o, "error_fraction": e} for k, o, e in choice.probes]
+    return sampled.pair_plan(n, choice.stride, reach, head), probes
+
+
+def _durations(ref: sampled.CuptiReference | None, fallback: Callable[[], list[int]]) -> tuple[list[int], str]:
+    """Each op's duration and where it came from: CUPTI's clean steps grouped into ops, else the events graph."""
+    if ref is not None and ref.op_duration_ns is not None:
+        source = f"CUPTI: each op's first kernel start to last kernel end, median of {ref.steps} clean steps"
+        return [round(d) for d in ref.op_duration_ns], source
+    why = ref.grouping if ref is not None else "CUPTI not available"
+    return fallback(), (
+        f"events graph ({why}): an event pair around every op in one captured graph, less the calibrated pair "
+        "offset; it breaks PDL overlaps and its per-op error adds up in the gaps"
+    )
+
+
+def _picture_fields(
+    picture: sampled.Stitched, density: str, segment_of: Sequence[int], node_ns: float
+) -> dict[str, Any]:
+    """The run fields of a stitched (sampled) or instrumented (dense) picture; a dense one gets the linear
+    correction where it is sound (``sampled.sound_corrections``)."""
+    rows = picture.rows
+    fields: dict[str, Any] = {}
+    if density == "dense":
+        for row, corrected in zip(rows, sampled.sound_corrections(rows, segment_of, node_ns)):
+            row["gap_corrected_ns"] = corrected
+        if len(rows) > 1 and all(r["gap_corrected_ns"] is not None for r in rows[1:]):
+            fields["gaps_corrected"] = gap_distribution([r["gap_corrected_ns"] for r in rows[1:]])
+    fields.update(
+        stitched=density == "sampled",
+        picture="stitched" if density == "sampled" else "instrumented",
+        position_noise_ns=picture.position_noise_ns,
+        step_ns=picture.step_ns,
+        busy_ns=picture.busy_ns,
+        idle_ns=picture.idle_ns,
+        gap_total_ns=picture.gap_total_ns,
+        tail_ns=picture.tail_ns,
+        tail_measured_ns=picture.tail_measured_ns,
+        tail_noise_ns=picture.tail_noise_ns,
+        span_ns=rows[-1]["end_ns"] - rows[0]["start_ns"],
+        kernels=rows,
+        **sampled.summarise(picture, picture.step_ns),
+    )
+    return fields
 
 
 def _plain(value: Any) -> Any:
