@@ -201,6 +201,7 @@ def summarise(
         "host_steady": kp.host_steady, "cycles": kp.cycles,
         "pairing": kp.pairing, "reach": kp.reach, "kernel_pass": record,
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
+        "event_lags": {lag.kinds: lag.lag_ns_median for lag in kp.event_lags or []},
     }  # fmt: skip
     if check is not None and check.available:
         failing = [o for o in check.ops if o.gap_verdict == "disagree" or (o.gap_verdict is None and not o.gap_agrees)]
@@ -317,6 +318,14 @@ def table(cells: list[dict[str, Any]]) -> str:
              if c.get("cupti_moves")]  # fmt: skip
     if moved:
         rows.append("CUPTI moves (us, the events' reading under CUPTI less theirs without): " + "; ".join(moved))
+    lags = [
+        f"{c['shape']} {c['mode']} b{c['batch']}: "
+        + ", ".join(f"{kinds} {ns / 1e3:+.2f}" for kinds, ns in c["event_lags"].items())
+        for c in cells
+        if c.get("event_lags")
+    ]
+    if lags:
+        rows.append("event lags (us, two events of one step less CUPTI's ends of their ops, by kind): " + "; ".join(lags))
     return "\n".join(rows)
 
 

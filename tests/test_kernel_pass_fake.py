@@ -206,6 +206,11 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert check.under_cupti_steps and check.ops_under_cupti_agree
     assert all(o.events_gap_under_cupti_ns_median is not None for o in check.ops)
     assert result.overhead_within_budget and abs(result.overhead_fraction) <= 0.02
+    # the events against CUPTI's op ends on the CUPTI cycle's steps, by kind: the fake's events have no lag
+    kinds = {"eager": {"host-host"}, "piecewise": {"node-node", "node-host", "host-node"}, "full": {"node-node"}}
+    seen = {lag.kinds for lag in result.event_lags or []}
+    assert kinds[mode] <= seen <= kinds[mode] | {"host-host"}
+    assert all(lag.pairs > 0 and lag.lag_ns_median == 0 for lag in result.event_lags)
     import msgspec
 
     assert msgspec.convert(msgspec.to_builtins(result), type(result)) == result  # the record round-trips

@@ -18,7 +18,7 @@ from launchprobe.render import build_report, emit, pick_format, render_table, re
 from launchprobe.render.markdown import report_markdown
 from launchprobe.render.model import Strip
 from launchprobe.run.files import from_builtins, load_run, to_builtins
-from launchprobe.run.schema import IdleStretch, Run, TopKernel
+from launchprobe.run.schema import EventLag, IdleStretch, Run, TopKernel
 
 
 def plain_output(run: Run, width: int = 100) -> str:
@@ -225,6 +225,15 @@ def test_kernel_pass_sections() -> None:
     assert "measured at 0.21 +/- 0.38 us: within its noise of zero, taken as 0" in rounds
     full_pass_.tail_ns = full_pass_.tail_measured_ns = 5_000
     assert "measured at 5.00 +/- 0.38 us: kept: it stands out of its noise" in plain_output(run, width=300)
+    assert "event lags" not in rounds  # files without the diagnostic
+    full_pass_.event_lags = [
+        EventLag(kinds="node-host", pairs=120, lag_ns_median=1_200.0, lag_noise_ns=150.0),
+        EventLag(kinds="node-node", pairs=600, lag_ns_median=10.0, lag_noise_ns=20.0),
+    ]
+    lags = plain_output(run, width=400)
+    assert "node-host +1.20 +/- 0.15 us (120), node-node +0.01 +/- 0.02 us (600)" in lags
+    assert "reported, not corrected" in lags
+    full_pass_.event_lags = None
     full_pass = next(r.kernel_pass for r in run.sorted_results() if r.kernel_pass and r.kernel_pass.cupti_check.ops)
     check = full_pass.cupti_check
     for o in check.ops:  # read under CUPTI: every class as CUPTI's but one, 1.5 us long

@@ -27,6 +27,7 @@ from launchprobe.analysis.sampled import (
     cycles_for,
     dense_plan,
     end_shifts,
+    event_lags,
     extra_rounds,
     first_difference,
     group_ops,
@@ -657,6 +658,19 @@ def test_cupti_moves_a_class_only_beyond_the_noise_of_the_two_readings() -> None
     x = {o["op"]: o for o in check["ops"]}["x"]
     assert x["cupti_effect_noise_ns"] == pytest.approx(1.2533 * 1_500 * 2**0.5)
     assert x["cupti_trusted_here"] is True and x["gap_verdict"] == "disagree"
+
+
+def test_event_lags_by_the_kinds_of_two_events_of_one_step() -> None:
+    # ops 0-2 graphed, 3 host-launched, 4 graphed: a host event lags its op's end 1.2 us more than an event node
+    host = [False, False, False, True, False]
+    ends = [10_000, 20_000, 30_000, 40_000, 50_000]  # CUPTI's op ends in the step
+    lag = [300, 300, 300, 1_500, 300]
+    plan = Plan(5, 6, [[], [0, 2], [2, 3], [3, 4]], ["plain", "far", "near", "far"], 2)
+    steps = [SampledStep(v, 60_000, {i: ends[i] + lag[i] - 5_000 for i in plan.variants[v]}) for v in (1, 2, 3)]
+    out = {row["kinds"]: row for row in event_lags(plan, host, steps, [ends] * 3)}
+    assert out["node-node"]["lag_ns_median"] == 0 and out["node-host"]["lag_ns_median"] == 1_200
+    assert out["host-node"]["lag_ns_median"] == -1_200 and all(row["pairs"] == 1 for row in out.values())
+    assert "host-host" not in out
 
 
 def test_corrections_only_inside_one_graph() -> None:

@@ -668,6 +668,38 @@ def end_shifts(
     return [round(statistics.median(x)) if x else None for x in samples]
 
 
+def event_lags(
+    plan: Plan,
+    host_launched: Sequence[bool],
+    steps: Sequence[SampledStep],
+    op_ends: Sequence[Sequence[int]],
+) -> list[dict[str, Any]]:
+    """How the events' differences differ from CUPTI's on the same steps, by the kinds of their two ends.
+
+    ``steps``: variant steps as the events read them while CUPTI ran, and ``op_ends``: CUPTI's end of every op in
+    each of them (the same order). For every two consecutive events of a step, after ops a < b, the events'
+    difference less CUPTI's, (E_b - E_a) - (end_b - end_a), is the lag of the event after b behind its op's end
+    less the lag after a. The pairs cancel that lag where both ends are of one kind; a far and a near end of two
+    kinds (a host-recorded event after a host-launched op, an event node after a graphed one) would carry the
+    difference into the gap. Per kind pair ("node-host": a after a graphed op, b after a host-launched one): the
+    median and how many differences. A diagnostic: nothing is corrected with it."""
+    by_kind: dict[str, list[int]] = {}
+    for step, ends in zip(steps, op_ends):
+        if plan.roles[step.variant] in ("dense", "wrap_far"):
+            continue
+        marked = sorted(step.ends)
+        for a, b in zip(marked, marked[1:]):
+            if not (0 <= a < b < len(ends)):
+                continue
+            kind = f"{'host' if host_launched[a] else 'node'}-{'host' if host_launched[b] else 'node'}"
+            by_kind.setdefault(kind, []).append((int(step.ends[b]) - int(step.ends[a])) - (int(ends[b]) - int(ends[a])))
+    return [
+        {"kinds": kind, "pairs": len(values), "lag_ns_median": float(statistics.median(values)),
+         "lag_noise_ns": round(median_error(values), 1)}
+        for kind, values in sorted(by_kind.items())
+    ]  # fmt: skip
+
+
 def instrumented_rows(ops: Sequence[OpTiming], steps: Sequence[SampledStep], durations_ns: Sequence[int]) -> Stitched:
     """Dense mode: every op timed in every step (one variant); the picture is the instrumented step, events and
     all, each op's end the median over the steps."""

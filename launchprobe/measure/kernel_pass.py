@@ -553,6 +553,7 @@ def kernel_pass(
     shifts: list[int | None] | None = None
     if density == "sampled":
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, counts, checked.seen)
+        result["event_lags"] = _event_lags(plan, timings, counts, checked.seen)
     try:
         if checked.refusal is not None:
             raise sampled.StitchRefused(checked.refusal)
@@ -736,6 +737,27 @@ def _end_shifts(
         f"one-per-step ops in {SHIFT_ROUNDS} more rounds), against its clean duration; {measured} of {len(shifts)} "
         "ops measured (the others not shifted)"
     )
+
+
+def _event_lags(
+    plan: sampled.Plan,
+    timings: Sequence[OpTiming],
+    counts: tuple[list[int], list[str]] | str | None,
+    seen: VariantKernels | None,
+) -> list[dict[str, Any]] | None:
+    """The events against CUPTI on the steps of the CUPTI cycle (``sampled.event_lags``); None without them."""
+    if seen is None or not isinstance(counts, tuple):
+        return None
+    runs: dict[int, int] = {}
+    steps, ends = [], []
+    for step in seen.steps:  # the k-th read step of a variant is the k-th of its kernel lists: both in run order
+        k = runs.get(step.variant, 0)
+        runs[step.variant] = k + 1
+        kernels = seen.kernels.get(step.variant, [])
+        if k < len(kernels):
+            steps.append(step)
+            ends.append([end for _, end in sampled.group_ops(kernels[k], counts[0])])
+    return sampled.event_lags(plan, [t.host_launched for t in timings], steps, ends)
 
 
 def _cupti_reference(

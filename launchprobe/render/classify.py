@@ -350,6 +350,17 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
                 + (f"; end shifts {kp.end_shift_source}" if kp.end_shift_source else "")
             )
     lines += _one_per_step_lines(kp)
+    if kp.event_lags:
+        lags = ", ".join(
+            f"{lag.kinds} {lag.lag_ns_median / 1e3:+.2f} +/- {(lag.lag_noise_ns or 0.0) / 1e3:.2f} us "
+            f"({v.integer(lag.pairs)})"
+            for lag in kp.event_lags
+        )
+        lines.append(
+            "event lags (two events of one step less CUPTI's ends of their ops, in the CUPTI cycle, by kind: node "
+            f"after a graphed op, host after a host-launched one): {lags}; a pair of two kinds carries its lag into "
+            "the gap it measures; reported, not corrected"
+        )
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)

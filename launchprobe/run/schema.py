@@ -216,6 +216,15 @@ class OpCheck(Record, kw_only=True):
     gap_verdict: str | None = None
 
 
+class EventLag(Record, kw_only=True):
+    """Two consecutive events of one step against CUPTI's ends of their ops, by the kinds of the two events."""
+
+    kinds: str  # node-node | node-host | host-node | host-host (event node after a graphed op, host event)
+    pairs: int
+    lag_ns_median: float  # (E_b - E_a) - (end_b - end_a): the later event's lag less the earlier one's
+    lag_noise_ns: float | None = None
+
+
 class CuptiCheck(Record, kw_only=True):
     """The kernel pass against the clean step and CUPTI's timestamps of uninstrumented steps (docs/gaps.md).
 
@@ -304,6 +313,8 @@ class KernelPass(Record, kw_only=True):
     events_per_op: int | None = None
     durations_source: str | None = None  # where the op durations come from: CUPTI of clean steps, or the events graph
     end_shift_source: str | None = None  # how the end shifts of the rows were measured, or why there are none
+    # the events against CUPTI on the CUPTI cycle's steps, by the kinds of two consecutive events (a diagnostic)
+    event_lags: list[EventLag] | None = None
     stitched: bool | None = None
     refusal: str | None = None  # why the sampled steps were not stitched (then no rows)
     sequence_check: str | None = None  # how the same-kernel-sequence condition was checked
