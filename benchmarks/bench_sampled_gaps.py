@@ -325,7 +325,7 @@ def table(cells: list[dict[str, Any]]) -> str:
         if c.get("event_lags")
     ]
     if lags:
-        rows.append("event lags (us, two events of one step less CUPTI's ends of their ops, by kind): " + "; ".join(lags))
+        rows.append("event lags (us, two events of one step less CUPTI's op ends, by kind): " + "; ".join(lags))
     return "\n".join(rows)
 
 
