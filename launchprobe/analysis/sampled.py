@@ -24,10 +24,10 @@ measurements that share their first event:
   solo variant of op n - 1 and the event-free "plain" variant's length.)
 - where the step starts with a captured graph piece followed by a host-launched op h (piecewise), a "head"
   variant records one event after op h alone and always runs right after the plain variant, so that the step
-  before it and its own first piece are the clean runner's graphs: on the H200 the gap into a step depended on
-  which graphs ran on either side of the boundary (a piece captured afresh with an event node in it started
-  0.9-2.4 us sooner). The head is then op h's end less the durations of ops 0 .. h and the gaps before ops
-  1 .. h (differences inside recaptured pieces, where an earlier start cancels). The wrap_far variant is then
+  before it and its own first piece are the clean runner's graphs (under CUPTI on the H200, a step whose first
+  piece was captured afresh with an event node in it started 1.2-2.4 us sooner; the events read the same head
+  either way, docs/gaps.md). The head is then op h's end less the durations of ops 0 .. h and the gaps before
+  ops 1 .. h (differences inside recaptured pieces, where an earlier start cancels). The wrap_far variant is then
   followed by a "wrap_head" variant, another with an event after op h alone, whose own median end closes the
   wrap pair.
 - the "plain" variant, no events, runs among the others as the clean step does.
