@@ -119,7 +119,18 @@ def _reference(path: Path) -> dict:
     }
 
 
-@pytest.mark.parametrize("name", ["rank0.json.gz", "test.json.gz", "control.json.gz", "nccl_data.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rank0.json.gz",
+        "test.json.gz",
+        "control.json.gz",
+        "nccl_data.json.gz",
+        "alexnet_syncs.json.gz",
+        "triton_example.json.gz",
+        "df_index_resolver.json.gz",
+    ],
+)
 def test_real_traces_match_independent_numbers(name: str) -> None:
     path = KINETO / name
     if not path.exists():
@@ -137,7 +148,8 @@ def test_real_traces_match_independent_numbers(name: str) -> None:
         ref["busy"],
     )
     assert w.launches == ref["launches"]
-    assert w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns == w.span_ns - w.busy_ns
+    idle_split = w.idle_host_wait_ns + w.idle_short_gap_ns + w.idle_other_ns + w.idle_no_work_ns
+    assert idle_split == w.span_ns - w.busy_ns
     # SOURCES.md facts
     if name == "rank0.json.gz":
         assert w.launches == {"cudaLaunchKernel": 5240, "cudaGraphLaunch": 70}
@@ -148,6 +160,15 @@ def test_real_traces_match_independent_numbers(name: str) -> None:
     if name == "nccl_data.json.gz":
         assert w.launches == {"cudaLaunchKernel": 2550, "cudaLaunchKernelExC": 150}
         assert w.verdict == "launch-bound"
+    if name == "alexnet_syncs.json.gz":  # 41 cuda_sync records (stream syncs, event waits): not GPU work
+        with gzip.open(path, "rt") as handle:
+            cats = Counter(e.get("cat") for e in json.load(handle)["traceEvents"] if isinstance(e, dict))
+        assert cats["cuda_sync"] == 41 and w.kernels == 79
+        assert w.gpu_ops == cats["kernel"] + cats["gpu_memcpy"] + cats["gpu_memset"] == 98
+    if name == "triton_example.json.gz":  # one Triton kernel launched through the driver API
+        assert (w.kernels, w.launches, w.ops_without_launch) == (1, {"cuLaunchKernel": 1}, 0)
+    if name == "df_index_resolver.json.gz":
+        assert w.kernels == 19_370 and w.launches == {"cudaLaunchKernel": 19_370}
 
 
 def test_ns_column_matches_us_to_ns_on_every_form() -> None:
