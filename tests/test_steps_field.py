@@ -194,7 +194,7 @@ def test_no_loop_says_so(tmp: Path) -> None:
 
 # --- shared traces ------------------------------------------------------------------------------------------------
 
-KINETO = ["rank0.json.gz", "test.json.gz", "control.json.gz", "nccl_data.json.gz"]
+KINETO = ["rank0.json.gz", "test.json.gz", "control.json.gz", "nccl_data.json.gz", "df_index_resolver.json.gz"]
 
 
 @pytest.mark.parametrize("name", KINETO)
