@@ -503,15 +503,15 @@ def kernel_pass(
         "event_pair_offset_method": costs.pair_offset_method,
         "events_per_op": 1,
     }
-    plan, clean_samples = _choose_plan(ops, timings, clean, clean_step_ms, per_op_cost, density, reach, pool, markers)
+    plan, probes = _choose_plan(ops, timings, clean, clean_step_ms, per_op_cost, density, reach, pool, markers)
     if density == "sampled":
-        result["stride_probes"] = clean_samples.probes
+        result["stride_probes"] = probes.probes
     result["pairing"] = sampled.pairing_note(plan)
     result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers)
     if density == "dense":
-        clean_samples.times.append(alternating(variants.runners[0].run, clean.run, clean_step_ms)[0])
-    probe_ms = statistics.median(clean_samples.times) if clean_samples.times else None
+        probes.times.append(alternating(variants.runners[0].run, clean.run, clean_step_ms)[0])
+    probe_ms = statistics.median(probes.times) if probes.times else None
     clean_ns = (probe_ms or clean_step_ms) * 1e6
     time_s = sampling_s or SAMPLING_TIME_S
     cycles = (
@@ -552,8 +552,10 @@ def kernel_pass(
     durations_ns, result["durations_source"] = _durations(ref, fallback_durations)
     shifts: list[int | None] | None = None
     if density == "sampled":
-        shifts, result["end_shift_source"] = _end_shifts(plan, ref, counts, checked.seen)
-        result["event_lags"] = _event_lags(plan, timings, counts, checked.seen)
+        seen_ops = _grouped_ops(checked.seen, counts)
+        shifts, result["end_shift_source"] = _end_shifts(plan, ref, seen_ops)
+        if checked.seen is not None and seen_ops is not None:
+            result["event_lags"] = _event_lags(plan, timings, checked.seen.steps, seen_ops)
     try:
         if checked.refusal is not None:
             raise sampled.StitchRefused(checked.refusal)
@@ -715,19 +717,25 @@ def _check_sequences(
     return SequenceCheck(reference, None, note, seen)
 
 
+def _grouped_ops(
+    seen: VariantKernels | None, counts: tuple[list[int], list[str]] | str | None
+) -> dict[int, list[list[tuple[int, int]]]] | None:
+    """The CUPTI cycle's kernels grouped into ops as the clean steps' were: per variant, per step it ran, each op's
+    (first kernel start, last kernel end); None without the cycle or a counting pass."""
+    if seen is None or not isinstance(counts, tuple):
+        return None
+    return {v: [sampled.group_ops(step, counts[0]) for step in steps] for v, steps in seen.kernels.items()}
+
+
 def _end_shifts(
     plan: sampled.Plan,
     ref: sampled.CuptiReference | None,
-    counts: tuple[list[int], list[str]] | str | None,
-    seen: VariantKernels | None,
+    seen_ops: dict[int, list[list[tuple[int, int]]]] | None,
 ) -> tuple[list[int | None] | None, str]:
-    """Each op's end shift from the checked variants' CUPTI kernels, grouped into ops as the clean steps were."""
-    if ref is None or ref.op_duration_ns is None or seen is None or not isinstance(counts, tuple):
+    """Each op's end shift from the CUPTI cycle's op intervals (``_grouped_ops``)."""
+    if ref is None or ref.op_duration_ns is None or seen_ops is None:
         return None, "not measured: needs CUPTI durations grouped into ops and the variants' kernels under CUPTI"
-    durations = {
-        v: [[end - start for start, end in sampled.group_ops(step, counts[0])] for step in steps]
-        for v, steps in seen.kernels.items()
-    }
+    durations = {v: [[end - start for start, end in step] for step in steps] for v, steps in seen_ops.items()}
     shifts = sampled.end_shifts(plan, ref.op_duration_ns, durations)
     measured = sum(x is not None for x in shifts)
     runs = sum(len(steps) for steps in durations.values())
@@ -742,21 +750,20 @@ def _end_shifts(
 def _event_lags(
     plan: sampled.Plan,
     timings: Sequence[OpTiming],
-    counts: tuple[list[int], list[str]] | str | None,
-    seen: VariantKernels | None,
-) -> list[dict[str, Any]] | None:
-    """The events against CUPTI on the steps of the CUPTI cycle (``sampled.event_lags``); None without them."""
-    if seen is None or not isinstance(counts, tuple):
-        return None
+    read: Sequence[sampled.SampledStep],
+    seen_ops: dict[int, list[list[tuple[int, int]]]],
+) -> list[dict[str, Any]]:
+    """The events against CUPTI on the steps of the CUPTI cycle (``sampled.event_lags``). The k-th step of a
+    variant as the events read it is the k-th of its op intervals: both in run order."""
     runs: dict[int, int] = {}
     steps, ends = [], []
-    for step in seen.steps:  # the k-th read step of a variant is the k-th of its kernel lists: both in run order
+    for step in read:
         k = runs.get(step.variant, 0)
         runs[step.variant] = k + 1
-        kernels = seen.kernels.get(step.variant, [])
-        if k < len(kernels):
+        mine = seen_ops.get(step.variant, [])
+        if k < len(mine):
             steps.append(step)
-            ends.append([end for _, end in sampled.group_ops(kernels[k], counts[0])])
+            ends.append([end for _, end in mine[k]])
     return sampled.event_lags(plan, [t.host_launched for t in timings], steps, ends)
 
 
