@@ -202,6 +202,7 @@ def summarise(
         "pairing": kp.pairing, "reach": kp.reach, "kernel_pass": record,
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
         "event_lags": {lag.kinds: lag.lag_ns_median for lag in kp.event_lags or []},
+        "anchor_effects": {e.op: e.effect_ns for e in kp.cupti_anchor_effects or []},
     }  # fmt: skip
     if check is not None and check.available:
         failing = [o for o in check.ops if o.gap_verdict == "disagree" or (o.gap_verdict is None and not o.gap_agrees)]
@@ -326,6 +327,17 @@ def table(cells: list[dict[str, Any]]) -> str:
     ]
     if lags:
         rows.append("event lags (us, two events of one step less CUPTI's op ends, by kind): " + "; ".join(lags))
+    anchors = [
+        f"{c['shape']} {c['mode']} b{c['batch']}: "
+        + ", ".join(f"{op} {ns / 1e3:+.2f}" for op, ns in c["anchor_effects"].items())
+        for c in cells
+        if c.get("anchor_effects")
+    ]
+    if anchors:
+        rows.append(
+            "CUPTI anchor effects (us, the idle after a far pair's anchor less a near pair's under CUPTI, by the class "
+            "measured; out of u.CUPTI): " + "; ".join(anchors)
+        )
     return "\n".join(rows)
 
 

@@ -14,8 +14,11 @@ longer (a chain of identical kernels on the H200 read so, docs/performance.md). 
 first kernel starts no sooner than that long after the boundary event, and ``fresh_start_ns`` sooner where one
 of its first ``first_piece`` ops has an event after it, or the step before had one after one of its last
 ``last_piece`` ops (piecewise on the H200: the gap into a step depended on which graphs ran on either side of the
-boundary, the clean runner's or pieces captured afresh with an event node). Every step starts with the clean
-timing's boundary event.
+boundary, the clean runner's or pieces captured afresh with an event node). With ``segment_ns``, an event node
+leaves the GPU idle that much longer per kernel that follows it before the next event node or the step's last
+kernel, up to ``segment_cap`` kernels (CUPTI on the H200: 3.5 us after an event node 3 kernels before the next,
+3.9-4.3 at 4, 5.1-5.6 at 12 or more; the wrap pair's anchors, 3 kernels before the step's end or an event after
+its last op, idled alike). Every step starts with the clean timing's boundary event.
 Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
 and CUPTI would report.
 """
@@ -47,6 +50,8 @@ class Stream:
     jitter_ns: int = 0
     start_ns: int = 0
     fresh_start_ns: int = 0
+    segment_ns: int = 0
+    segment_cap: int = 8
     first_piece: int = 0
     last_piece: int = 0
     seed: int = 0
@@ -95,7 +100,8 @@ class Stream:
                 earliest = self.gpu + self.node_gap_ns
                 if i in marks:
                     ends[i], _ = self._run(earliest, self.event_node_ns)
-                    earliest = self.gpu + self.node_gap_ns
+                    following = max(0, min([j for j in marks if j > i], default=n - 1) - i)
+                    earliest = self.gpu + self.node_gap_ns + self.segment_ns * min(following, self.segment_cap)
                     since_event = 0
                 elif 1 <= since_event <= len(self.refill_ns):
                     earliest += self.refill_ns[since_event - 1]

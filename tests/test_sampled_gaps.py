@@ -18,6 +18,7 @@ from launchprobe.analysis.sampled import (
     Plan,
     SampledStep,
     StitchRefused,
+    anchor_effects,
     choose_stride,
     clean_check,
     clean_spread,
@@ -671,6 +672,40 @@ def test_event_lags_by_the_kinds_of_two_events_of_one_step() -> None:
     assert out["node-node"]["lag_ns_median"] == 0 and out["node-host"]["lag_ns_median"] == 1_200
     assert out["host-node"]["lag_ns_median"] == -1_200 and all(row["pairs"] == 1 for row in out.values())
     assert "host-host" not in out
+
+
+def test_anchor_effects_take_the_far_pairs_longer_idle_out_of_the_gaps() -> None:
+    # under CUPTI an event node idles 450 ns longer per kernel before the next event: a far pair's anchor (next
+    # event r ops on) 450 ns longer than a near pair's (r - 1 on), so every paired gap reads 450 ns long and the
+    # head, op h's end less the gaps before it, that much short where h >= r
+    n, reach, m = 43, 4, 9
+    durations = _durations(n)
+    kw: dict[str, Any] = {"graph": True, "segment_ns": 450}
+    _, clean_kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
+    truth = clean_gaps(clean_kernels)
+    plan = pair_plan(n, m, reach)
+    steps, kernels = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3, follows=plan.follows
+    )
+    names = [op.op for op in timings(n)]
+    seen: dict[int, list[list[tuple[int, int]]]] = {}
+    for s, k in zip(steps, kernels):
+        seen.setdefault(s.variant, []).append([(round(a), round(b)) for a, b in k])
+    per_op, rows = anchor_effects(plan, names, [False] * n, seen)
+    assert {row["op"]: row["effect_ns"] for row in rows} == {f"op{c}": 450 for c in range(5)}
+    assert per_op[:reach] == [None] * reach and per_op[reach:] == [450] * (n - reach)
+    plain = stitch(timings(n), steps, plan, durations)
+    errors = [r["gap_before_ns"] - t for r, t in zip(plain.rows, truth)]
+    assert errors[reach:] == pytest.approx([450] * (n - reach), abs=2)
+    fixed = stitch(timings(n), steps, plan, durations, pair_bias_ns=per_op)
+    assert [r["gap_before_ns"] for r in fixed.rows] == pytest.approx(truth, abs=2)
+    # an anchor that is host-launched, or followed by a host-launched op, has no event node after it: unmeasured
+    host = [i in (9, 20) for i in range(n)]
+    per_op, rows = anchor_effects(plan, names, host, seen)
+    assert per_op[9 + reach] is None and per_op[8 + reach] is None and per_op[20 + reach] is None
+    assert per_op[10 + reach] == 450
+    with pytest.raises(StitchRefused):
+        stitch(timings(n), steps, plan, durations, pair_bias_ns=per_op[:-1])
 
 
 def test_corrections_only_inside_one_graph() -> None:

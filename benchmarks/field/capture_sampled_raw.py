@@ -7,7 +7,10 @@ runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per co
 every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed
 in the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``,
 ``cupti_clean_in_cycles``), CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step
-times) and what the pass reported. On the GPU machine, from the project root:
+times) and what the pass reported. OUTDIR/cycle_MODE.json.gz holds, per pass of that mode, [bucket, ops, steps]:
+every step of the CUPTI cycle in run order (clean ones as negative variants), each as [variant, its first kernel's
+start from the cycle's first, [op start, op end, ...] from its own first start] in CUPTI's ns. On the GPU
+machine, from the project root:
 
     source .gpu/setup.sh; python3 benchmarks/field/capture_sampled_raw.py $OUT --out $OUT/sampled.json [bench args]
 """
@@ -39,6 +42,8 @@ def main() -> None:
         "clean_reference": kp.clean_reference,
         "kernel_counts": kp.kernel_counts,
         "stitch": sampled.stitch,
+        "cuda_intervals": kp.cuda_intervals,
+        "grouped_ops": kp._grouped_ops,
     }
 
     def kernel_pass(mode: str, bucket: int, ops: Any, **kwargs: Any) -> Any:
@@ -53,6 +58,8 @@ def main() -> None:
 
     def run_cycles(*args: Any, **kwargs: Any) -> Any:
         steps, clean_ns = originals["run_cycles"](*args, **kwargs)
+        if kwargs.get("ran") is not None:  # the CUPTI cycle: its run order, clean steps as negative variants
+            current["cupti_ran"] = list(kwargs["ran"])
         rows = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
         if "steps" in current:  # the second call: the cycle the pass runs again under CUPTI
             current["cupti_steps"], current["cupti_clean_in_cycles"] = rows, clean_ns
@@ -72,6 +79,25 @@ def main() -> None:
         records.append({"counts_for": len(ops), "counts": counts[0]})
         return counts
 
+    def cuda_intervals(work: Any) -> Any:
+        rows = originals["cuda_intervals"](work)
+        current["cupti_rows"] = rows
+        return rows
+
+    def grouped_ops(seen: Any, counts: Any) -> Any:
+        grouped = originals["grouped_ops"](seen, counts)
+        rows, ran = current.pop("cupti_rows", None), current.get("cupti_ran")
+        if grouped is not None and rows and ran:  # every step of the CUPTI cycle in run order, clean ones too
+            per_step, t0 = len(rows) // len(ran), rows[0][1]
+            cycle = []
+            for j, v in enumerate(ran):
+                step = [(start, end) for _, start, end in rows[j * per_step : (j + 1) * per_step]]
+                intervals = sampled.group_ops(step, counts[0])
+                first = intervals[0][0]
+                cycle.append([v, first - t0, [x - first for pair in intervals for x in pair]])
+            current["cupti_cycle"] = cycle  # [variant, step's first start from the cycle's, [op start, end, ...]]
+        return grouped
+
     def stitch(ops: Any, steps: Any, plan: Any, durations: Any, *rest: Any, **kwargs: Any) -> Any:
         current["plan"] = {"spacing": plan.spacing, "variants": plan.variants, "roles": plan.roles}
         current["durations"] = list(durations)
@@ -84,6 +110,8 @@ def main() -> None:
         (kp, "run_cycles", run_cycles),
         (kp, "clean_reference", clean_reference),
         (kp, "kernel_counts", kernel_counts),
+        (kp, "cuda_intervals", cuda_intervals),
+        (kp, "_grouped_ops", grouped_ops),
         (sampled, "stitch", stitch),
     ):
         setattr(module, name, wrapper)
@@ -91,8 +119,17 @@ def main() -> None:
     try:
         bench_sampled_gaps.main()
     finally:
+        cycles: dict[str, list[Any]] = {}
+        for record in records:
+            if "cupti_cycle" in record:
+                cycles.setdefault(record["mode"], []).append(
+                    [record["bucket"], len(record["names"]), record.pop("cupti_cycle")]
+                )
         with gzip.open(out_dir / "raw.json.gz", "wt") as f:
             json.dump(records, f)
+        for mode, passes in cycles.items():  # one file per mode: each is a few MB
+            with gzip.open(out_dir / f"cycle_{mode}.json.gz", "wt") as f:
+                json.dump(passes, f)
         print(f"raw streams of {sum('steps' in r for r in records)} passes in {out_dir / 'raw.json.gz'}", flush=True)
 
 

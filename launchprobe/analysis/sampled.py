@@ -486,6 +486,7 @@ def stitch(
     durations_ns: Sequence[int],
     clean_ns: float | None = None,
     end_shift_ns: Sequence[int | None] | None = None,
+    pair_bias_ns: Sequence[int | None] | None = None,
 ) -> Stitched:
     """One step from many sampled ones (module docstring): medians over the steps of each end (solo, dense) and of
     each within-step difference (far, near, wrap), the gaps from them with their standard errors, the ops chained
@@ -501,7 +502,12 @@ def stitch(
     than in the clean step (under PDL the event keeps the next op from starting early). A measured end is then the
     clean end less that shift, so the gap before op i gains shift_i - shift_(i-1), the head shift_0 and the tail
     loses shift_(n-1); None or missing: no shift (dense plans are never shifted: their picture is the instrumented
-    step)."""
+    step).
+
+    ``pair_bias_ns`` (``anchor_effects``): per op i >= r, how much longer its far pair's anchor leaves the GPU idle
+    than its near pair's, taken out of the gap before op i (the head follows, being op h's end less the gaps before
+    it). Only for steps read while CUPTI ran: there the idle after an event node grows with the kernels that follow
+    it before the next event."""
     n = len(ops)
     if n == 0:
         raise StitchRefused("the step has no ops")
@@ -594,6 +600,11 @@ def stitch(
         shifts = [int(x) if x is not None else 0 for x in end_shift_ns]
         for i in range(1, n):
             gaps[i] += shifts[i] - shifts[i - 1]
+    if pair_bias_ns is not None and plan.roles != ["dense"]:
+        if len(pair_bias_ns) != n:
+            raise StitchRefused(f"{len(pair_bias_ns)} pair biases for {n} ops")
+        for i in range(plan.reach, n):
+            gaps[i] -= int(pair_bias_ns[i] or 0)
     if plan.roles != ["dense"]:  # the opening op's clean end, less the durations and gaps before it
         head = end[opening] + shifts[closing] - sum(durations[: closing + 1]) - sum(gaps[1 : closing + 1])
     if tail_measured is not None:  # sampled: measured against the last op's shifted end, kept out of its noise
@@ -698,6 +709,53 @@ def event_lags(
          "lag_noise_ns": round(median_error(values), 1)}
         for kind, values in sorted(by_kind.items())
     ]  # fmt: skip
+
+
+def anchor_effects(
+    plan: Plan,
+    names: Sequence[str],
+    host_launched: Sequence[bool],
+    op_intervals: Mapping[int, Sequence[Sequence[tuple[int, int]]]],
+) -> tuple[list[int | None], list[dict[str, Any]]]:
+    """How much longer the GPU idles after a far pair's anchor event than after its near pair's, from CUPTI's op
+    intervals of the variant steps (``op_intervals``: per variant, per step it ran, each op's (start, end)).
+
+    The pairs assume that the anchor's event costs the far and the near step the same (module docstring). Under
+    CUPTI on the H200 it does not: inside a graph, the idle after an event node grew with the kernels that follow
+    it before the next event (3.5 us at 3, 3.9-4.3 at 4, 5.1-5.6 at 12 or more in full graph; docs/performance.md),
+    so a far pair, whose next event is r ops on, reads a gap 0.1-0.8 us longer than a near one, r - 1 ops on (1.1-1.3
+    us for piecewise kv_write, whose far anchor runs to the end of its graph piece with no event node there), and
+    the CUPTI cycle's stitched step came out 1-4% longer than CUPTI's clean one. Without CUPTI the stitched step was
+    the clean one within 1.5%: the effect is CUPTI's, and it is taken out of the reading under CUPTI alone.
+
+    Per anchor j whose op and next op are graphed (an event node between them), the median over far steps of the
+    idle from op j's end to op j + 1's start less the same over near steps; per class of the op j + r whose gap the
+    pair measures, the median over its anchors. Returns that per op (None where unmeasured: i < r, a host-launched
+    anchor, no steps) and per class {op, effect_ns, anchors}."""
+    n = len(names)
+    idle: dict[str, dict[int, list[int]]] = {"far": {}, "near": {}}
+    for v, steps in op_intervals.items():
+        if not 0 <= v < len(plan.roles) or plan.roles[v] not in idle:
+            continue
+        for step in steps:
+            if len(step) != n:
+                continue
+            for j in plan.variants[v][0::2]:
+                if j + 1 < n and not host_launched[j] and not host_launched[j + 1]:
+                    idle[plan.roles[v]].setdefault(j, []).append(step[j + 1][0] - step[j][1])
+    by_class: dict[str, list[float]] = {}
+    for j, far in idle["far"].items():
+        near = idle["near"].get(j)
+        if near and j + plan.reach < n:
+            by_class.setdefault(names[j + plan.reach], []).append(statistics.median(far) - statistics.median(near))
+    effect = {name: round(statistics.median(values)) for name, values in by_class.items()}
+    per_op: list[int | None] = [None] * n
+    for i in range(plan.reach, n):
+        j = i - plan.reach
+        if names[i] in effect and not host_launched[j] and not host_launched[j + 1]:
+            per_op[i] = effect[names[i]]
+    rows = [{"op": name, "effect_ns": float(effect[name]), "anchors": len(by_class[name])} for name in effect]
+    return per_op, rows
 
 
 def instrumented_rows(ops: Sequence[OpTiming], steps: Sequence[SampledStep], durations_ns: Sequence[int]) -> Stitched:

@@ -551,11 +551,14 @@ def kernel_pass(
     ref = _cupti_reference(checked.reference, counts) if checked.reference is not None else None
     durations_ns, result["durations_source"] = _durations(ref, fallback_durations)
     shifts: list[int | None] | None = None
+    anchor_bias: list[int | None] | None = None
     if density == "sampled":
         seen_ops = _grouped_ops(checked.seen, counts)
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, seen_ops)
         if checked.seen is not None and seen_ops is not None:
             result["event_lags"] = _event_lags(plan, timings, checked.seen.steps, seen_ops)
+            names, hosted = [op.name for op in ops], [t.host_launched for t in timings]
+            anchor_bias, result["cupti_anchor_effects"] = sampled.anchor_effects(plan, names, hosted, seen_ops)
     try:
         if checked.refusal is not None:
             raise sampled.StitchRefused(checked.refusal)
@@ -577,7 +580,9 @@ def kernel_pass(
             under = None
             if checked.seen is not None and density == "sampled":
                 try:  # the same pass's steps as read while CUPTI ran: the like-for-like op check
-                    under = sampled.stitch(timings, checked.seen.steps, plan, durations_ns, None, shifts)
+                    under = sampled.stitch(
+                        timings, checked.seen.steps, plan, durations_ns, None, shifts, pair_bias_ns=anchor_bias
+                    )
                 except sampled.StitchRefused:
                     under = None
             result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under, result["host_steady"])

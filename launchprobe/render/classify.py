@@ -361,6 +361,13 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
             f"after a graphed op, host after a host-launched one): {lags}; a pair of two kinds carries its lag into "
             "the gap it measures; reported, not corrected"
         )
+    if kp.cupti_anchor_effects:
+        effects = ", ".join(f"{e.op} {e.effect_ns / 1e3:+.2f}" for e in kp.cupti_anchor_effects)
+        lines.append(
+            "CUPTI anchor effect (us; in the CUPTI cycle, the idle after a far pair's anchor event less a near "
+            f"pair's, by the class measured; CUPTI's event node costs more the more kernels follow it): {effects}; "
+            "taken out of the like-for-like reading only"
+        )
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)

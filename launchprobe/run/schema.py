@@ -225,6 +225,15 @@ class EventLag(Record, kw_only=True):
     lag_noise_ns: float | None = None
 
 
+class AnchorEffect(Record, kw_only=True):
+    """Under CUPTI, how much longer the GPU idles after a far pair's anchor event than after a near pair's, for
+    the pairs measuring one op class (``sampled.anchor_effects``); taken out of the like-for-like reading."""
+
+    op: str
+    effect_ns: float
+    anchors: int
+
+
 class CuptiCheck(Record, kw_only=True):
     """The kernel pass against the clean step and CUPTI's timestamps of uninstrumented steps (docs/gaps.md).
 
@@ -315,6 +324,8 @@ class KernelPass(Record, kw_only=True):
     end_shift_source: str | None = None  # how the end shifts of the rows were measured, or why there are none
     # the events against CUPTI on the CUPTI cycle's steps, by the kinds of two consecutive events (a diagnostic)
     event_lags: list[EventLag] | None = None
+    # under CUPTI, the far pairs' anchor idle less the near pairs', per class: out of the like-for-like reading
+    cupti_anchor_effects: list[AnchorEffect] | None = None
     stitched: bool | None = None
     refusal: str | None = None  # why the sampled steps were not stitched (then no rows)
     sequence_check: str | None = None  # how the same-kernel-sequence condition was checked
