@@ -18,7 +18,7 @@ from launchprobe.render import build_report, emit, pick_format, render_table, re
 from launchprobe.render.markdown import report_markdown
 from launchprobe.render.model import Strip
 from launchprobe.run.files import from_builtins, load_run, to_builtins
-from launchprobe.run.schema import EventLag, IdleStretch, Run, TopKernel
+from launchprobe.run.schema import AnchorEffect, EventLag, IdleStretch, Run, TopKernel
 
 
 def plain_output(run: Run, width: int = 100) -> str:
@@ -234,6 +234,14 @@ def test_kernel_pass_sections() -> None:
     assert "node-host +1.20 +/- 0.15 us (120), node-node +0.01 +/- 0.02 us (600)" in lags
     assert "reported, not corrected" in lags
     full_pass_.event_lags = None
+    assert "CUPTI anchor effect" not in lags
+    full_pass_.cupti_anchor_effects = [
+        AnchorEffect(op="down", effect_ns=640.0, anchors=16),
+        AnchorEffect(op="rotary", effect_ns=-30.0, anchors=16),
+    ]
+    anchors = plain_output(run, width=400)
+    assert "down +0.64, rotary -0.03; taken out of the like-for-like reading only" in anchors
+    full_pass_.cupti_anchor_effects = None
     full_pass = next(r.kernel_pass for r in run.sorted_results() if r.kernel_pass and r.kernel_pass.cupti_check.ops)
     check = full_pass.cupti_check
     for o in check.ops:  # read under CUPTI: every class as CUPTI's but one, 1.5 us long
