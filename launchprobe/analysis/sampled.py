@@ -681,7 +681,7 @@ def end_shifts(
 
 def event_lags(
     plan: Plan,
-    host_recorded: Sequence[bool],
+    host_launched: Sequence[bool],
     steps: Sequence[SampledStep],
     op_ends: Sequence[Sequence[int]],
 ) -> list[dict[str, Any]]:
@@ -691,10 +691,9 @@ def event_lags(
     each of them (the same order). For every two consecutive events of a step, after ops a < b, the events'
     difference less CUPTI's, (E_b - E_a) - (end_b - end_a), is the lag of the event after b behind its op's end
     less the lag after a. The pairs cancel that lag where both ends are of one kind; a far and a near end of two
-    kinds (an event the host records, ``host_recorded``, and an event node inside a graph) would carry the
-    difference into the gap. Per kind pair ("node-host": a event node after a, a host event after b): the median
-    and how many differences. A diagnostic: nothing is corrected with it (on the H200 every kind read within
-    0.35 us, docs/performance.md)."""
+    kinds (a host-recorded event after a host-launched op, an event node after a graphed one) would carry the
+    difference into the gap. Per kind pair ("node-host": a after a graphed op, b after a host-launched one): the
+    median and how many differences. A diagnostic: nothing is corrected with it."""
     by_kind: dict[str, list[int]] = {}
     for step, ends in zip(steps, op_ends):
         if plan.roles[step.variant] in ("dense", "wrap_far"):
@@ -703,7 +702,7 @@ def event_lags(
         for a, b in zip(marked, marked[1:]):
             if not (0 <= a < b < len(ends)):
                 continue
-            kind = f"{'host' if host_recorded[a] else 'node'}-{'host' if host_recorded[b] else 'node'}"
+            kind = f"{'host' if host_launched[a] else 'node'}-{'host' if host_launched[b] else 'node'}"
             by_kind.setdefault(kind, []).append((int(step.ends[b]) - int(step.ends[a])) - (int(ends[b]) - int(ends[a])))
     return [
         {"kinds": kind, "pairs": len(values), "lag_ns_median": float(statistics.median(values)),
@@ -715,7 +714,7 @@ def event_lags(
 def anchor_effects(
     plan: Plan,
     names: Sequence[str],
-    host_recorded: Sequence[bool],
+    host_launched: Sequence[bool],
     op_intervals: Mapping[int, Sequence[Sequence[tuple[int, int]]]],
 ) -> tuple[list[int | None], list[dict[str, Any]]]:
     """How much longer the GPU idles after a far pair's anchor event than after its near pair's, from CUPTI's op
@@ -729,10 +728,10 @@ def anchor_effects(
     the CUPTI cycle's stitched step came out 1-4% longer than CUPTI's clean one. Without CUPTI the stitched step was
     the clean one within 1.5%: the effect is CUPTI's, and it is taken out of the reading under CUPTI alone.
 
-    Per anchor j with an event node after it (``host_recorded`` false: a graphed op, not its graph's last), the
-    median over far steps of the idle from op j's end to op j + 1's start less the same over near steps; per class
-    of the op j + r whose gap the pair measures, the median over its anchors. Returns that per op (None where
-    unmeasured: i < r, an anchor the host records after, no steps) and per class {op, effect_ns, anchors}."""
+    Per anchor j whose op and next op are graphed (an event node between them), the median over far steps of the
+    idle from op j's end to op j + 1's start less the same over near steps; per class of the op j + r whose gap the
+    pair measures, the median over its anchors. Returns that per op (None where unmeasured: i < r, a host-launched
+    anchor, no steps) and per class {op, effect_ns, anchors}."""
     n = len(names)
     idle: dict[str, dict[int, list[int]]] = {"far": {}, "near": {}}
     for v, steps in op_intervals.items():
@@ -742,7 +741,7 @@ def anchor_effects(
             if len(step) != n:
                 continue
             for j in plan.variants[v][0::2]:
-                if j + 1 < n and not host_recorded[j]:
+                if j + 1 < n and not host_launched[j] and not host_launched[j + 1]:
                     idle[plan.roles[v]].setdefault(j, []).append(step[j + 1][0] - step[j][1])
     by_class: dict[str, list[float]] = {}
     for j, far in idle["far"].items():
@@ -753,7 +752,7 @@ def anchor_effects(
     per_op: list[int | None] = [None] * n
     for i in range(plan.reach, n):
         j = i - plan.reach
-        if names[i] in effect and not host_recorded[j]:
+        if names[i] in effect and not host_launched[j] and not host_launched[j + 1]:
             per_op[i] = effect[names[i]]
     rows = [{"op": name, "effect_ns": float(effect[name]), "anchors": len(by_class[name])} for name in effect]
     return per_op, rows

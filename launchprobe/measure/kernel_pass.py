@@ -172,11 +172,7 @@ class Variants:
 
     Eager ops record on the host (the stream bound once); graphed segments holding a sampled op are captured
     afresh with ``external`` event nodes, the others reuse the clean runner's graphs, so the variants replay
-    exactly the clean step's graphs wherever they time nothing. The end of a graphed segment's last op is timed by
-    a host event recorded after the replay, not by a node: under CUPTI on the H200 an event node idled longer the
-    more kernels followed it before the next event, and a piece closed by a node read its anchor's idle 1.2-1.4 us
-    shorter than one closed by nothing (piecewise kv_write's pairs; docs/performance.md), so a near pair ending a
-    piece and a far pair past it differed in more than their ends."""
+    exactly the clean step's graphs wherever they time nothing."""
 
     def __init__(
         self,
@@ -213,29 +209,21 @@ class Variants:
             count = len(clean_segment.ops)
             mine = range(at, at + count)
             at += count
-            last = at - 1
-            # a graph never ends with an event node: its last op's end is a host event after the replay
-            after_replay = clean_segment.graphed and last in events
-            inside = [i for i in mine if i in events and not (after_replay and i == last)]
-            if not inside:
+            if not any(i in events for i in mine):
                 segments.append(clean_segment)
-            else:
-                wrapped = [
-                    _then_record(ops[i], events[i], None if clean_segment.graphed else stream)
-                    if i in inside
-                    else ops[i]
-                    for i in mine
-                ]
-                segment = Segment(wrapped, graphed=clean_segment.graphed)
-                if segment.graphed:
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, pool=pool):
-                        for op in wrapped:
-                            op.run()
-                    segment.graph = graph
-                segments.append(segment)
-            if after_replay:
-                segments.append(Segment([_record_after(ops[last], events[last], stream)], graphed=False))
+                continue
+            wrapped = [
+                _then_record(ops[i], events[i], None if clean_segment.graphed else stream) if i in events else ops[i]
+                for i in mine
+            ]
+            segment = Segment(wrapped, graphed=clean_segment.graphed)
+            if segment.graphed:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    for op in wrapped:
+                        op.run()
+                segment.graph = graph
+            segments.append(segment)
         torch.cuda.synchronize()
         return StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
 
@@ -256,15 +244,6 @@ def _then_record(op: Op, event: Any, stream: Any) -> Op:
         record()
 
     return Op(op.name, op.layer, timed)
-
-
-def _record_after(op: Op, event: Any, stream: Any) -> Op:
-    """A host step that records ``event`` on ``stream``: the end of ``op``, the last of the graph just replayed."""
-
-    def record() -> None:
-        event.record(stream)
-
-    return Op(f"{op.name} end", op.layer, record)
 
 
 def _timed_after(run: Callable[[], Any], lead_in: int) -> tuple[Any, Any]:
@@ -577,9 +556,8 @@ def kernel_pass(
         seen_ops = _grouped_ops(checked.seen, counts)
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, seen_ops)
         if checked.seen is not None and seen_ops is not None:
-            hosted = host_recorded(timings, segment_of)
-            result["event_lags"] = _event_lags(plan, hosted, checked.seen.steps, seen_ops)
-            names = [op.name for op in ops]
+            result["event_lags"] = _event_lags(plan, timings, checked.seen.steps, seen_ops)
+            names, hosted = [op.name for op in ops], [t.host_launched for t in timings]
             anchor_bias, result["cupti_anchor_effects"] = sampled.anchor_effects(plan, names, hosted, seen_ops)
     try:
         if checked.refusal is not None:
@@ -774,16 +752,9 @@ def _end_shifts(
     )
 
 
-def host_recorded(timings: Sequence[OpTiming], segment_of: Sequence[int]) -> list[bool]:
-    """Per op, whether the event after it is recorded by the host (``Variants``): after a host-launched op, and
-    after the last op of a graphed segment; else it is an event node inside the graph."""
-    n = len(timings)
-    return [t.host_launched or i + 1 == n or segment_of[i + 1] != segment_of[i] for i, t in enumerate(timings)]
-
-
 def _event_lags(
     plan: sampled.Plan,
-    hosted: Sequence[bool],
+    timings: Sequence[OpTiming],
     read: Sequence[sampled.SampledStep],
     seen_ops: dict[int, list[list[tuple[int, int]]]],
 ) -> list[dict[str, Any]]:
@@ -798,7 +769,7 @@ def _event_lags(
         if k < len(mine):
             steps.append(step)
             ends.append([end for _, end in mine[k]])
-    return sampled.event_lags(plan, hosted, steps, ends)
+    return sampled.event_lags(plan, [t.host_launched for t in timings], steps, ends)
 
 
 def _cupti_reference(
