@@ -319,24 +319,21 @@ def table(cells: list[dict[str, Any]]) -> str:
              if c.get("cupti_moves")]  # fmt: skip
     if moved:
         rows.append("CUPTI moves (us, the events' reading under CUPTI less theirs without): " + "; ".join(moved))
-    lags = [
-        f"{c['shape']} {c['mode']} b{c['batch']}: "
-        + ", ".join(f"{kinds} {ns / 1e3:+.2f}" for kinds, ns in c["event_lags"].items())
-        for c in cells
-        if c.get("event_lags")
-    ]
-    if lags:
-        rows.append("event lags (us, two events of one step less CUPTI's op ends, by kind): " + "; ".join(lags))
-    anchors = [
-        f"{c['shape']} {c['mode']} b{c['batch']}: "
-        + ", ".join(f"{op} {ns / 1e3:+.2f}" for op, ns in c["anchor_effects"].items())
-        for c in cells
-        if c.get("anchor_effects")
-    ]
-    if anchors:
+
+    def per_cell(key: str) -> str:
+        """Each cell's ``key`` (a mapping to ns) as "shape mode bB: name +x.xx, ...", the cells joined by "; "."""
+        return "; ".join(
+            f"{c['shape']} {c['mode']} b{c['batch']}: " + ", ".join(f"{k} {ns / 1e3:+.2f}" for k, ns in c[key].items())
+            for c in cells
+            if c.get(key)
+        )
+
+    if lags := per_cell("event_lags"):
+        rows.append(f"event lags (us, two events of one step less CUPTI's op ends, by kind): {lags}")
+    if anchors := per_cell("anchor_effects"):
         rows.append(
             "CUPTI anchor effects (us, the idle after a far pair's anchor less a near pair's under CUPTI, by the class "
-            "measured; out of u.CUPTI): " + "; ".join(anchors)
+            f"measured; out of u.CUPTI): {anchors}"
         )
     return "\n".join(rows)
 
