@@ -733,6 +733,7 @@ def anchor_effects(
     pair measures, the median over its anchors. Returns that per op (None where unmeasured: i < r, a host-launched
     anchor, no steps) and per class {op, effect_ns, anchors}."""
     n = len(names)
+    node_after = [j + 1 < n and not host_launched[j] and not host_launched[j + 1] for j in range(n)]
     idle: dict[str, dict[int, list[int]]] = {"far": {}, "near": {}}
     for v, steps in op_intervals.items():
         if not 0 <= v < len(plan.roles) or plan.roles[v] not in idle:
@@ -741,7 +742,7 @@ def anchor_effects(
             if len(step) != n:
                 continue
             for j in plan.variants[v][0::2]:
-                if j + 1 < n and not host_launched[j] and not host_launched[j + 1]:
+                if 0 <= j < n and node_after[j]:
                     idle[plan.roles[v]].setdefault(j, []).append(step[j + 1][0] - step[j][1])
     by_class: dict[str, list[float]] = {}
     for j, far in idle["far"].items():
@@ -752,7 +753,7 @@ def anchor_effects(
     per_op: list[int | None] = [None] * n
     for i in range(plan.reach, n):
         j = i - plan.reach
-        if names[i] in effect and not host_launched[j] and not host_launched[j + 1]:
+        if names[i] in effect and node_after[j]:
             per_op[i] = effect[names[i]]
     rows = [{"op": name, "effect_ns": float(effect[name]), "anchors": len(by_class[name])} for name in effect]
     return per_op, rows

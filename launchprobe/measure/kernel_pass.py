@@ -556,8 +556,9 @@ def kernel_pass(
         seen_ops = _grouped_ops(checked.seen, counts)
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, seen_ops)
         if checked.seen is not None and seen_ops is not None:
-            result["event_lags"] = _event_lags(plan, timings, checked.seen.steps, seen_ops)
-            names, hosted = [op.name for op in ops], [t.host_launched for t in timings]
+            hosted = [t.host_launched for t in timings]
+            result["event_lags"] = _event_lags(plan, hosted, checked.seen.steps, seen_ops)
+            names = [op.name for op in ops]
             anchor_bias, result["cupti_anchor_effects"] = sampled.anchor_effects(plan, names, hosted, seen_ops)
     try:
         if checked.refusal is not None:
@@ -754,7 +755,7 @@ def _end_shifts(
 
 def _event_lags(
     plan: sampled.Plan,
-    timings: Sequence[OpTiming],
+    host_launched: Sequence[bool],
     read: Sequence[sampled.SampledStep],
     seen_ops: dict[int, list[list[tuple[int, int]]]],
 ) -> list[dict[str, Any]]:
@@ -769,7 +770,7 @@ def _event_lags(
         if k < len(mine):
             steps.append(step)
             ends.append([end for _, end in mine[k]])
-    return sampled.event_lags(plan, [t.host_launched for t in timings], steps, ends)
+    return sampled.event_lags(plan, host_launched, steps, ends)
 
 
 def _cupti_reference(
