@@ -203,6 +203,7 @@ def summarise(
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
         "event_lags": {lag.kinds: lag.lag_ns_median for lag in kp.event_lags or []},
         "anchor_effects": {e.op: e.effect_ns for e in kp.cupti_anchor_effects or []},
+        "capture_shifts": capture_shifts(kp),
     }  # fmt: skip
     if check is not None and check.available:
         failing = [o for o in check.ops if o.gap_verdict == "disagree" or (o.gap_verdict is None and not o.gap_agrees)]
@@ -235,6 +236,17 @@ def summarise(
             agrees=check.agrees,
         )
     return cell
+
+
+def capture_shifts(kp: Any) -> dict[str, float]:
+    """The pass's capture check as ns per class beyond the bar, and the step's shift ("step")."""
+    check = kp.cupti_capture_check
+    if check is None:
+        return {}
+    out = {c.op: c.shift_ns for c in check.classes if c.beyond_bar}
+    if check.step_shift_ns is not None:
+        out["step"] = check.step_shift_ns
+    return out
 
 
 def yes(value: Any) -> str:
@@ -330,6 +342,11 @@ def table(cells: list[dict[str, Any]]) -> str:
 
     if lags := per_cell("event_lags"):
         rows.append(f"event lags (us, two events of one step less CUPTI's op ends, by kind): {lags}")
+    if captures := per_cell("capture_shifts"):
+        rows.append(
+            "CUPTI across two captures of the clean graphs (us, the second's gap less the first's, classes beyond the "
+            f"bar; 'step': the second's step less the first's without CUPTI): {captures}"
+        )
     if anchors := per_cell("anchor_effects"):
         rows.append(
             "CUPTI anchor effects (us, the idle after a far pair's anchor less a near pair's under CUPTI, by the class "

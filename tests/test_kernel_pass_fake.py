@@ -211,6 +211,14 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     seen = {lag.kinds for lag in result.event_lags or []}
     assert kinds[mode] <= seen <= kinds[mode] | {"host-host"}
     assert all(lag.pairs > 0 and lag.lag_ns_median == 0 for lag in result.event_lags)
+    # graph modes: a second capture of the clean graphs, which in the fake replays exactly as the first
+    capture = result.cupti_capture_check
+    if mode == "eager":
+        assert capture is None
+    else:
+        assert capture is not None and {c.op for c in capture.classes} == {o.op for o in check.ops} - {"embed"}
+        assert all(c.shift_ns == 0 and not c.beyond_bar for c in capture.classes)
+        assert capture.step_shift_ns is not None and abs(capture.step_shift_ns) < 1_000
     import msgspec
 
     assert msgspec.convert(msgspec.to_builtins(result), type(result)) == result  # the record round-trips
@@ -304,3 +312,36 @@ def test_the_cupti_cycle_repeats_the_one_per_step_variants_and_refuses_a_variant
     monkeypatch.setattr(kernel_pass, "cuda_intervals", renamed)
     with pytest.raises(sampled.StitchRefused, match="launched other kernels when it ran again"):
         kernel_pass.variant_kernels(variants, runner, per_step, plan.follows, extra)
+
+
+class LateGraph(FakeGraph):
+    """A graph that starts its first kernel 1.5 us late: a capture whose start the GPU runs slower."""
+
+    delay = 1_500
+
+    def replay(self) -> None:
+        CLOCK.host += 6_000
+        CLOCK.gpu = max(CLOCK.gpu, CLOCK.host) + self.delay  # after its launch and the work before it
+        for call in self.calls:
+            call()
+
+
+def test_the_capture_check_sees_a_second_capture_start_late(fake_cuda: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = kernel_pass.recapture
+
+    def late(*args: Any, **kwargs: Any) -> StepRunner:
+        with monkeypatch.context() as patch:  # the second capture's graphs start late, the first's do not
+            patch.setattr(torch.cuda, "CUDAGraph", LateGraph)
+            return original(*args, **kwargs)
+
+    monkeypatch.setattr(kernel_pass, "recapture", late)
+    result = run_pass("piecewise")
+    capture = result.cupti_capture_check
+    assert capture is not None
+    shifts = {c.op: c for c in capture.classes}
+    # the fake step's pieces are embed..rotary, o_proj..rotary (twice) and o_proj..lm_head: their first ops move
+    moved = {op for op, c in shifts.items() if c.beyond_bar}
+    assert moved == {"o_proj"}, {op: c.shift_ns for op, c in shifts.items()}
+    assert shifts["o_proj"].shift_ns == pytest.approx(1_500, abs=200)
+    # here the lateness is real time: the second capture's step, four graphs, is 4 x 1.5 us longer, as measured
+    assert capture.step_shift_ns == pytest.approx(6_000, abs=300)

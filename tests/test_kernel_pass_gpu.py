@@ -140,6 +140,12 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     if check.cupti_op_busy_ns is not None:  # kernels grouped into ops: every op's end shift measured
         assert result.end_shift_source and result.end_shift_source.startswith("CUPTI"), result.end_shift_source
         assert all(r.end_shift_ns is not None for r in rows)
+    capture = result.cupti_capture_check  # a second capture of the clean graphs, graph modes only
+    if mode == "eager" or check.cupti_op_busy_ns is None:
+        assert capture is None
+    else:
+        assert capture is not None and {c.op for c in capture.classes} == {r.op for r in rows[1:]}
+        assert capture.step_shift_ns is not None and capture.step_shift_error_ns is not None
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
         assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)

@@ -18,7 +18,7 @@ from launchprobe.render import build_report, emit, pick_format, render_table, re
 from launchprobe.render.markdown import report_markdown
 from launchprobe.render.model import Strip
 from launchprobe.run.files import from_builtins, load_run, to_builtins
-from launchprobe.run.schema import AnchorEffect, EventLag, IdleStretch, Run, TopKernel
+from launchprobe.run.schema import AnchorEffect, CaptureCheck, CaptureShift, EventLag, IdleStretch, Run, TopKernel
 
 
 def plain_output(run: Run, width: int = 100) -> str:
@@ -242,6 +242,21 @@ def test_kernel_pass_sections() -> None:
     anchors = plain_output(run, width=400)
     assert "down +0.64, rotary -0.03; taken out of the like-for-like reading only" in anchors
     full_pass_.cupti_anchor_effects = None
+    assert "second capture of the clean graphs" not in anchors
+    full_pass_.cupti_capture_check = CaptureCheck(
+        classes=[
+            CaptureShift(op="o_proj", count=32, shift_ns=-1_050.0, beyond_bar=True),
+            CaptureShift(op="qkv", count=32, shift_ns=30.0, beyond_bar=False),
+        ],
+        step_shift_ns=200.0,
+        step_shift_error_ns=5_000.0,
+    )
+    capture = plain_output(run, width=400)
+    assert "o_proj -1.05 us (32); the step +0.20 +/- 5.00 us (without CUPTI)" in capture
+    assert "qkv" not in capture.split("second capture of the clean graphs")[1].splitlines()[0]
+    full_pass_.cupti_capture_check.classes = full_pass_.cupti_capture_check.classes[1:]
+    assert "every class within the op bar" in plain_output(run, width=400)
+    full_pass_.cupti_capture_check = None
     full_pass = next(r.kernel_pass for r in run.sorted_results() if r.kernel_pass and r.kernel_pass.cupti_check.ops)
     check = full_pass.cupti_check
     for o in check.ops:  # read under CUPTI: every class as CUPTI's but one, 1.5 us long

@@ -19,6 +19,7 @@ from launchprobe.analysis.sampled import (
     SampledStep,
     StitchRefused,
     anchor_effects,
+    capture_shifts,
     choose_stride,
     clean_check,
     clean_spread,
@@ -823,3 +824,20 @@ def test_stitching_reads_every_measurement_at_the_clean_steps_host_speed() -> No
     half = [SampledStep(0, 10_000, {}, reference_ns=clean / 2), SampledStep(1, 10_000, {0: 6_000}, clean / 2)]
     assert stitch(timings(1), half, one, [1_000], clean).rows[0]["end_ns"] == 12_000
     assert stitch(timings(1), half, one, [1_000]).rows[0]["end_ns"] == 6_000
+
+
+def test_capture_shifts_flag_a_class_whose_cupti_gap_moves_beyond_the_bar_between_two_captures() -> None:
+    names = ["embed"] + ["attention", "o_proj", "down"] * 4
+    first = [9_000.0] + [400.0, 2_900.0, 450.0] * 4
+    # the second capture: o_proj's gap 1.1 us shorter in every layer, down's 0.3 us longer, attention's alike
+    second = [1_000.0] + [400.0, 1_800.0, 750.0] * 4
+    rows = {r["op"]: r for r in capture_shifts(names, first, second)}
+    assert set(rows) == {"attention", "o_proj", "down"}  # op 0's gap is the gap between steps
+    assert rows["o_proj"]["shift_ns"] == -1_100 and rows["o_proj"]["beyond_bar"] and rows["o_proj"]["count"] == 4
+    assert rows["down"]["shift_ns"] == 300 and not rows["down"]["beyond_bar"]
+    assert rows["attention"]["shift_ns"] == 0 and not rows["attention"]["beyond_bar"]
+    # the bar is 15% of the class's gap where that is more than 1 us: 1.1 us on a 9 us gap is within it
+    wide = capture_shifts(["embed", "lm_head"], [0.0, 9_000.0], [0.0, 10_100.0])
+    assert wide == [{"op": "lm_head", "count": 1, "shift_ns": 1_100.0, "beyond_bar": False}]
+    with pytest.raises(ValueError):
+        capture_shifts(names, first, second[:-1])

@@ -759,6 +759,29 @@ def anchor_effects(
     return per_op, rows
 
 
+def capture_shifts(
+    names: Sequence[str], first_gaps_ns: Sequence[float], second_gaps_ns: Sequence[float]
+) -> list[dict[str, Any]]:
+    """Per op class, CUPTI's gap before the op in a second capture of the clean step's graphs less in the first
+    (the median over the class's ops of the per-op differences), and whether that is beyond the op bar of the
+    first's class median. On the H200 a capture afresh moved CUPTI's gap before a graph piece's first kernel by
+    1.0-1.25 us while the step's length, measured without CUPTI, moved by under 1 us a boundary
+    (docs/performance.md): where it is beyond the bar, CUPTI's value for the class depends on the capture."""
+    if not (len(names) == len(first_gaps_ns) == len(second_gaps_ns)):
+        raise ValueError("one gap per op in each capture")
+    members: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        if i:  # op 0's gap is the gap between steps
+            members.setdefault(name, []).append(i)
+    rows = []
+    for name, ops in members.items():
+        shift = float(statistics.median(second_gaps_ns[i] - first_gaps_ns[i] for i in ops))
+        first = float(statistics.median(first_gaps_ns[i] for i in ops))
+        beyond = abs(shift) > max(OP_GAP_ABS_NS, OP_GAP_REL * abs(first))
+        rows.append({"op": name, "count": len(ops), "shift_ns": shift, "beyond_bar": beyond})
+    return rows
+
+
 def instrumented_rows(ops: Sequence[OpTiming], steps: Sequence[SampledStep], durations_ns: Sequence[int]) -> Stitched:
     """Dense mode: every op timed in every step (one variant); the picture is the instrumented step, events and
     all, each op's end the median over the steps."""

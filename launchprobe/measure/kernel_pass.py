@@ -216,14 +216,7 @@ class Variants:
                 _then_record(ops[i], events[i], None if clean_segment.graphed else stream) if i in events else ops[i]
                 for i in mine
             ]
-            segment = Segment(wrapped, graphed=clean_segment.graphed)
-            if segment.graphed:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool):
-                    for op in wrapped:
-                        op.run()
-                segment.graph = graph
-            segments.append(segment)
+            segments.append(_captured(wrapped, pool) if clean_segment.graphed else Segment(wrapped, graphed=False))
         torch.cuda.synchronize()
         return StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
 
@@ -232,6 +225,29 @@ class Variants:
 
     def read(self, variant: int, boundary: Any) -> dict[int, int]:
         return {i: round(boundary.elapsed_time(e) * 1e6) for i, e in self.events[variant].items()}
+
+
+def _captured(ops: Sequence[Op], pool: Any) -> Segment:
+    """``ops`` captured as one graph, a graphed segment."""
+    import torch
+
+    segment = Segment(list(ops), graphed=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        for op in ops:
+            op.run()
+    segment.graph = graph
+    return segment
+
+
+def recapture(clean: StepRunner, pool: Any, markers: Markers | None) -> StepRunner:
+    """The clean step with every graphed segment captured afresh, no event in any: a second capture of the same
+    graphs (the eager segments are the clean runner's own)."""
+    import torch
+
+    segments = [_captured(seg.ops, pool) if seg.graphed else seg for seg in clean.segments]
+    torch.cuda.synchronize()
+    return StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
 
 
 def _then_record(op: Op, event: Any, stream: Any) -> Op:
@@ -550,6 +566,8 @@ def kernel_pass(
     result["sequence_check"] = checked.note
     ref = _cupti_reference(checked.reference, counts) if checked.reference is not None else None
     durations_ns, result["durations_source"] = _durations(ref, fallback_durations)
+    if ref is not None and density == "sampled" and clean.graphs:
+        result["cupti_capture_check"] = _capture_check(clean, ref, counts, pool, markers, clean_ns / 1e6)
     shifts: list[int | None] | None = None
     anchor_bias: list[int | None] | None = None
     if density == "sampled":
@@ -793,6 +811,41 @@ def _cupti_reference(
     if grouped is None:
         ref.grouping = why
     return ref
+
+
+def _capture_check(
+    clean: StepRunner,
+    ref: sampled.CuptiReference,
+    counts: tuple[list[int], list[str]] | str | None,
+    pool: Any,
+    markers: Markers | None,
+    step_ms: float,
+) -> dict[str, Any] | None:
+    """CUPTI's per-class gaps in a second capture of the clean graphs against the first's (``recapture``,
+    ``sampled.capture_shifts``), and the two steps against each other without CUPTI (``alternating``); None where
+    CUPTI's clean steps were not grouped into ops or the second capture's were not."""
+    if ref.op_gap_ns is None:
+        return None
+    second = recapture(clean, pool, markers)
+    try:
+        second.run()  # a captured graph's first replays upload it
+        seen = clean_reference(second)
+        other = _cupti_reference(seen, counts) if seen is not None else None
+        if other is None or other.op_gap_ns is None or len(other.op_gap_ns) != len(ref.op_gap_ns):
+            return None
+        _, shift, error = alternating(second.run, clean.run, step_ms)
+    finally:
+        del second
+    names = [op.name for seg in clean.segments for op in seg.ops]
+    return {
+        "classes": sampled.capture_shifts(names, ref.op_gap_ns, other.op_gap_ns),
+        "step_shift_ns": shift * step_ms * 1e6,
+        "step_shift_error_ns": error * step_ms * 1e6,
+        "note": (
+            f"the clean step's graphs captured a second time with no event: CUPTI's {ref.steps} and {other.steps} "
+            "back-to-back clean steps, and the two steps alternating without CUPTI"
+        ),
+    }
 
 
 def _cupti_check(

@@ -9,6 +9,7 @@ from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import (
+    CaptureCheck,
     CeilingsRecord,
     ClassifyConfigRecord,
     ClassifyResult,
@@ -368,10 +369,28 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
             f"pair's, by the class measured; CUPTI's event node costs more the more kernels follow it): {effects}; "
             "taken out of the like-for-like reading only"
         )
+    if kp.cupti_capture_check is not None:
+        lines.append(_capture_line(kp.cupti_capture_check))
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)
     return lines
+
+
+def _capture_line(check: CaptureCheck) -> str:
+    """CUPTI's gaps in a second capture of the clean graphs: the classes it moves beyond the bar, and the step."""
+    moved = [c for c in check.classes if c.beyond_bar]
+    step = "the step n/a"
+    if check.step_shift_ns is not None:
+        step = f"the step {check.step_shift_ns / 1e3:+.2f} +/- {(check.step_shift_error_ns or 0.0) / 1e3:.2f} us"
+    head = "CUPTI in a second capture of the clean graphs (no events; its gap less the first's)"
+    if not moved:
+        return f"{head}: every class within the op bar; {step} (without CUPTI)"
+    classes = ", ".join(f"{c.op} {c.shift_ns / 1e3:+.2f} us ({c.count})" for c in moved)
+    return (
+        f"{head}: {classes}; {step} (without CUPTI): CUPTI's gap for these classes depends on the capture, "
+        "and the variants' graphs are other captures"
+    )
 
 
 def _one_per_step_lines(kp: KernelPass) -> list[str]:

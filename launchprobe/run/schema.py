@@ -234,6 +234,27 @@ class AnchorEffect(Record, kw_only=True):
     anchors: int
 
 
+class CaptureShift(Record, kw_only=True):
+    """Per op class, CUPTI's gap in a second capture of the clean step's graphs less in the first
+    (``sampled.capture_shifts``)."""
+
+    op: str
+    count: int
+    shift_ns: float
+    beyond_bar: bool  # beyond the op bar (1 us or 15%): CUPTI's gap for the class depends on the capture
+
+
+class CaptureCheck(Record, kw_only=True):
+    """CUPTI's per-op gaps in two captures of the clean step's graphs (no events in either), and the two steps'
+    lengths against each other without CUPTI: a gap CUPTI moves between captures while the step does not is a
+    property of the capture, not of the step."""
+
+    classes: list[CaptureShift]
+    step_shift_ns: float | None = None  # the second capture's step less the first's, alternating, without CUPTI
+    step_shift_error_ns: float | None = None
+    note: str | None = None
+
+
 class CuptiCheck(Record, kw_only=True):
     """The kernel pass against the clean step and CUPTI's timestamps of uninstrumented steps (docs/gaps.md).
 
@@ -326,6 +347,8 @@ class KernelPass(Record, kw_only=True):
     event_lags: list[EventLag] | None = None
     # under CUPTI, the far pairs' anchor idle less the near pairs', per class: out of the like-for-like reading
     cupti_anchor_effects: list[AnchorEffect] | None = None
+    # graph modes: CUPTI's per-class gaps in a second capture of the clean graphs less in the first (a diagnostic)
+    cupti_capture_check: CaptureCheck | None = None
     stitched: bool | None = None
     refusal: str | None = None  # why the sampled steps were not stitched (then no rows)
     sequence_check: str | None = None  # how the same-kernel-sequence condition was checked
