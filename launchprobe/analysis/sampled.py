@@ -765,7 +765,7 @@ def capture_shifts(
     """Per op class, CUPTI's gap before the op in a second capture of the clean step's graphs less in the first
     (the median over the class's ops of the per-op differences), and whether that is beyond the op bar of the
     first's class median. On the H200 a capture afresh moved CUPTI's gap before a graph piece's first kernel by
-    1.0-1.25 us while the step's length, measured without CUPTI, moved by under 1 us a boundary
+    1.0-1.35 us while the step's length, measured without CUPTI, moved by under 1 us a boundary
     (docs/performance.md): where it is beyond the bar, CUPTI's value for the class depends on the capture."""
     if not (len(names) == len(first_gaps_ns) == len(second_gaps_ns)):
         raise ValueError("one gap per op in each capture")
