@@ -345,3 +345,23 @@ def test_the_capture_check_sees_a_second_capture_start_late(fake_cuda: Clock, mo
     assert shifts["o_proj"].shift_ns == pytest.approx(1_500, abs=200)
     # here the lateness is real time: the second capture's step, four graphs, is 4 x 1.5 us longer, as measured
     assert capture.step_shift_ns == pytest.approx(6_000, abs=300)
+
+
+def test_the_capture_check_says_why_when_the_second_capture_cannot_be_read(
+    fake_cuda: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = kernel_pass.clean_reference
+    calls = {"n": 0}
+
+    def second_refused(clean: StepRunner) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the pass's own clean reference first, then the second capture's
+            raise kernel_pass.sampled.StitchRefused("the clean steps split into 35 kernels, not 36")
+        return original(clean)
+
+    monkeypatch.setattr(kernel_pass, "clean_reference", second_refused)
+    result = run_pass("full")
+    capture = result.cupti_capture_check
+    assert capture is not None and capture.classes == [] and capture.step_shift_ns is None
+    assert capture.note == "not measured: the clean steps split into 35 kernels, not 36"
+    assert result.stitched and result.cupti_check is not None and result.cupti_check.available

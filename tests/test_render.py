@@ -256,6 +256,9 @@ def test_kernel_pass_sections() -> None:
     assert "qkv" not in capture.split("second capture of the clean graphs")[1].splitlines()[0]
     full_pass_.cupti_capture_check.classes = full_pass_.cupti_capture_check.classes[1:]
     assert "every class within the op bar" in plain_output(run, width=400)
+    full_pass_.cupti_capture_check = CaptureCheck(classes=[], note="not measured: CUPTI saw no kernels of it")
+    unread = plain_output(run, width=400)
+    assert "second capture of the clean graphs: not measured: CUPTI saw no kernels of it" in unread
     full_pass_.cupti_capture_check = None
     full_pass = next(r.kernel_pass for r in run.sorted_results() if r.kernel_pass and r.kernel_pass.cupti_check.ops)
     check = full_pass.cupti_check

@@ -822,18 +822,23 @@ def _capture_check(
     step_ms: float,
 ) -> dict[str, Any] | None:
     """CUPTI's per-class gaps in a second capture of the clean graphs against the first's (``recapture``,
-    ``sampled.capture_shifts``), and the two steps against each other without CUPTI (``alternating``); None where
-    CUPTI's clean steps were not grouped into ops or the second capture's were not."""
+    ``sampled.capture_shifts``), and the two steps against each other without CUPTI (``alternating``). None where
+    the first capture's CUPTI steps were not grouped into ops (the CUPTI check says why); no classes, and the
+    reason, where the second's were not."""
     if ref.op_gap_ns is None:
         return None
     second = recapture(clean, pool, markers)
     try:
         second.run()  # a captured graph's first replays upload it
         seen = clean_reference(second)
-        other = _cupti_reference(seen, counts) if seen is not None else None
-        if other is None or other.op_gap_ns is None or len(other.op_gap_ns) != len(ref.op_gap_ns):
-            return None
+        if seen is None:
+            return {"classes": [], "note": "not measured: CUPTI saw no kernels of the second capture"}
+        other = _cupti_reference(seen, counts)
+        if other.op_gap_ns is None or len(other.op_gap_ns) != len(ref.op_gap_ns):
+            return {"classes": [], "note": f"not measured: the second capture's CUPTI steps {other.grouping}"}
         _, shift, error = alternating(second.run, clean.run, step_ms)
+    except sampled.StitchRefused as refused:
+        return {"classes": [], "note": f"not measured: {refused}"}
     finally:
         del second
     names = [op.name for seg in clean.segments for op in seg.ops]

@@ -379,6 +379,8 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
 
 def _capture_line(check: CaptureCheck) -> str:
     """CUPTI's gaps in a second capture of the clean graphs: the classes it moves beyond the bar, and the step."""
+    if not check.classes:
+        return f"CUPTI in a second capture of the clean graphs: {check.note or 'not measured'}"
     moved = [c for c in check.classes if c.beyond_bar]
     step = "the step n/a"
     if check.step_shift_ns is not None:
