@@ -251,8 +251,16 @@ def test_kernel_pass_sections() -> None:
         step_shift_ns=200.0,
         step_shift_error_ns=5_000.0,
     )
+    check_ = full_pass_.cupti_check
+    assert check_ is not None and check_.ops
+    missed = check_.ops[0]  # a class that misses CUPTI's, and the one the second capture moved
+    was = missed.gap_agrees, missed.gap_diff_ns, missed.gap_verdict
+    missed.gap_agrees, missed.gap_diff_ns, missed.gap_verdict = False, 1_300.0, "disagree"
+    full_pass_.cupti_capture_check.classes[0].op = missed.op
     capture = plain_output(run, width=400)
-    assert "o_proj -1.05 us (32); the step +0.20 +/- 5.00 us (without CUPTI)" in capture
+    assert f"{missed.op} -1.05 us (32); the step +0.20 +/- 5.00 us (without CUPTI)" in capture
+    assert f"{missed.op} +1.30 us (CUPTI's gap -1.05 us in a second capture)" in capture
+    missed.gap_agrees, missed.gap_diff_ns, missed.gap_verdict = was
     assert "qkv" not in capture.split("second capture of the clean graphs")[1].splitlines()[0]
     full_pass_.cupti_capture_check.classes = full_pass_.cupti_capture_check.classes[1:]
     assert "every class within the op bar" in plain_output(run, width=400)

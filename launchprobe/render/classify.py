@@ -513,9 +513,12 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
     )
     if check.ops:
         bad = [o for o in check.ops if not o.gap_agrees]
+        captured = kp.cupti_capture_check
+        moves = {c.op: c.shift_ns for c in captured.classes if c.beyond_bar} if captured is not None else {}
         detail = ", ".join(
             f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us"
             + (" (like for like ok)" if o.gap_verdict == "agree like for like" else "")
+            + (f" (CUPTI's gap {moves[o.op] / 1e3:+.2f} us in a second capture)" if o.op in moves else "")
             for o in bad[:6]
         )
         like_ok = sum(o.gap_verdict == "agree like for like" for o in bad)
