@@ -506,6 +506,7 @@ def kernel_pass(
     if density not in ("sampled", "dense"):
         raise ValueError(f"unknown kernel-pass density {density!r}")
     timings, segment_of = op_layout(mode, ops)
+    names = [op.name for op in ops]
     pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
     per_op_cost = [costs.host_record_ns if t.host_launched else costs.node_ns for t in timings]
     result: dict[str, Any] = {
@@ -541,7 +542,7 @@ def kernel_pass(
             maximum=max(40, round(40 * time_s / SAMPLING_TIME_S)),
         )  # fmt: skip
     )
-    extra = sampled.one_per_step_variants(plan, [op.name for op in ops])
+    extra = sampled.one_per_step_variants(plan, names)
     rounds = sampled.extra_rounds(cycles) if extra else 0
     steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows, extra=extra, rounds=rounds)
     clean_ns = statistics.median(clean_in_cycles)  # timed beside the sampled steps, on the same core
@@ -567,7 +568,7 @@ def kernel_pass(
     ref = _cupti_reference(checked.reference, counts) if checked.reference is not None else None
     durations_ns, result["durations_source"] = _durations(ref, fallback_durations)
     if ref is not None and density == "sampled" and clean.graphs:
-        result["cupti_capture_check"] = _capture_check(clean, ref, counts, pool, markers, clean_ns / 1e6)
+        result["cupti_capture_check"] = _capture_check(clean, names, ref, counts, pool, markers, clean_ns / 1e6)
     shifts: list[int | None] | None = None
     anchor_bias: list[int | None] | None = None
     if density == "sampled":
@@ -576,7 +577,6 @@ def kernel_pass(
         if checked.seen is not None and seen_ops is not None:
             hosted = [t.host_launched for t in timings]
             result["event_lags"] = _event_lags(plan, hosted, checked.seen.steps, seen_ops)
-            names = [op.name for op in ops]
             anchor_bias, result["cupti_anchor_effects"] = sampled.anchor_effects(plan, names, hosted, seen_ops)
     try:
         if checked.refusal is not None:
@@ -815,6 +815,7 @@ def _cupti_reference(
 
 def _capture_check(
     clean: StepRunner,
+    names: Sequence[str],
     ref: sampled.CuptiReference,
     counts: tuple[list[int], list[str]] | str | None,
     pool: Any,
@@ -828,20 +829,17 @@ def _capture_check(
     if ref.op_gap_ns is None:
         return None
     second = recapture(clean, pool, markers)
+    second.run()  # a captured graph's first replays upload it
     try:
-        second.run()  # a captured graph's first replays upload it
         seen = clean_reference(second)
-        if seen is None:
-            return {"classes": [], "note": "not measured: CUPTI saw no kernels of the second capture"}
-        other = _cupti_reference(seen, counts)
-        if other.op_gap_ns is None or len(other.op_gap_ns) != len(ref.op_gap_ns):
-            return {"classes": [], "note": f"not measured: the second capture's CUPTI steps {other.grouping}"}
-        _, shift, error = alternating(second.run, clean.run, step_ms)
     except sampled.StitchRefused as refused:
         return {"classes": [], "note": f"not measured: {refused}"}
-    finally:
-        del second
-    names = [op.name for seg in clean.segments for op in seg.ops]
+    if seen is None:
+        return {"classes": [], "note": "not measured: CUPTI saw no kernels of the second capture"}
+    other = _cupti_reference(seen, counts)
+    if other.op_gap_ns is None or len(other.op_gap_ns) != len(ref.op_gap_ns):
+        return {"classes": [], "note": f"not measured: the second capture's CUPTI steps {other.grouping}"}
+    _, shift, error = alternating(second.run, clean.run, step_ms)
     return {
         "classes": sampled.capture_shifts(names, ref.op_gap_ns, other.op_gap_ns),
         "step_shift_ns": shift * step_ms * 1e6,
