@@ -198,6 +198,8 @@ def summarise(
         "instrumented_ms": kp.instrumented_step_ms, "overhead": kp.overhead_fraction,
         "overhead_max_variant": kp.variant_overhead_max_fraction, "within_2pct": kp.overhead_within_budget,
         "variant_noise": kp.variant_overhead_max_error_fraction, "clean_spread": kp.clean_step_spread_fraction,
+        "overhead_basis": kp.overhead_basis, "standout_p": kp.variant_standout_p,
+        "shuffled_q95": kp.variant_overhead_shuffled_q95_fraction,
         "host_steady": kp.host_steady, "cycles": kp.cycles,
         "pairing": kp.pairing, "reach": kp.reach, "kernel_pass": record,
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
@@ -306,7 +308,7 @@ def table(cells: list[dict[str, Any]]) -> str:
             f"{num(100 * c['clean_spread'] if c.get('clean_spread') is not None else None):>5}% "
             f"{c['stride'] or '-':>4} {c.get('reach') or '-':>2} {c.get('cycles') or '-':>3} {pct(c['overhead']):>7} "
             f"{pct(c['overhead_max_variant']):>8} {num(100 * (c.get('variant_noise') or 0)):>4}% "
-            f"{yes(c['within_2pct']):>5} "
+            f"{yes(c['within_2pct']) + ('*' if (c.get('overhead_basis') or '').startswith('pooled') else ''):>5} "
             f"{pct(c.get('stitched_step_vs_clean')):>8} "
             f"{num(c.get('stitched_gap_total_us')):>10} {num(c.get('clean_gap_total_us')):>9} "
             f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_tolerance_us'), 0):>7} "
@@ -318,7 +320,9 @@ def table(cells: list[dict[str, Any]]) -> str:
     rows.append(
         "spread: the p10-p90 spread of the clean steps timed among the sampled ones (host steady within 5%); cyc: "
         "cycles; pooled: every sampled step against the clean steps timed around its group, median; slowest: the "
-        "slowest variant's median of that, +/- its sampling error; r: the pairs' reach; st. step: the stitched "
+        "slowest variant's median of that, +/- its sampling error; <=2%: the budget, by the slowest variant at two "
+        "errors, * by the pooled where no variant stands out (a permutation test on ranks, p over 0.05); r: the "
+        "pairs' reach; st. step: the stitched "
         "step against clean; gap tot: the stitched gaps summed (signed); clean: the clean step less CUPTI's op "
         "durations (its gaps, signed); idle us / clean: the stitched step less the union of its ops, and the clean "
         "step less CUPTI's busy (reported, not in the verdict); tol: 10% of the clean idle or 50 us; busy: stitched vs "

@@ -208,6 +208,16 @@ def test_kernel_pass_sections() -> None:
     moved = next(r.kernel_pass for r in run.sorted_results() if r.mode == "eager")
     moved.overhead_within_budget, moved.variant_overhead_max_error_fraction = None, 0.05
     assert "+1.1% +/- 5.0%): the 2% budget NOT DECIDED (the slowest variant's error" in plain_output(run, width=140)
+    # a moving host where no variant stands out: judged by the pooled overhead, with what the slowest of alike reads
+    moved.overhead_basis, moved.overhead_error_fraction = "pooled: no variant stands out", 0.001
+    moved.variant_standout_p, moved.variant_overhead_shuffled_q95_fraction = 0.55, 0.254
+    moved.overhead_within_budget = True
+    pooled = plain_output(run, width=300)
+    assert "no variant stands out: with the labels shuffled the slowest reads up to +25.4%, p 0.55" in pooled
+    assert "within the 2% budget (the pooled overhead at two standard errors)" in pooled
+    moved.overhead_within_budget = None
+    assert "budget NOT DECIDED (the pooled overhead's error takes it past" in plain_output(run, width=300)
+    moved.overhead_basis = None
     assert "caveat: where ops overlap" in text and "end shifts:" not in text
     moved.end_shift_source = "CUPTI: each op's duration in the steps of 9 variants with an event after it"
     shifted = plain_output(run, width=200)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+import numpy as np
 import pytest
 from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 
@@ -748,10 +749,12 @@ def test_local_overheads_against_each_steps_own_reference() -> None:
 
 
 def test_the_budget_allows_the_slowest_variant_its_own_noise() -> None:
-    # variant 1 reads +1%, +5%, +3%, +0%, +4% against its references: median +3%, IQR 3 points
-    factors = {0: [1.0] * 5, 1: [1.01, 1.05, 1.03, 1.00, 1.04]}
+    # variant 1 reads +1%, +5%, +3%, +0%, +4% against its references: median +3%, IQR 3 points; eight variants
+    # read +0% every time, so variant 1 stands out of them and is judged on its own
+    factors = {v: [1.0] * 5 for v in (0, *range(2, 9))} | {1: [1.01, 1.05, 1.03, 1.00, 1.04]}
     steps = [SampledStep(v, round(1e6 * f), {}, reference_ns=1e6) for v, fs in factors.items() for f in fs]
     o = local_overheads(steps, 1e6)
+    assert not o.none_stands_out and o.basis == "slowest variant"
     assert o.slowest_variant == 1 and o.slowest == pytest.approx(0.03)
     expected_error = 1.2533 * (0.04 - 0.01) / 1.349 / 5**0.5  # numpy's IQR of the five ratios: 0.01 to 0.04
     assert o.slowest_error == pytest.approx(expected_error, rel=1e-6)
@@ -760,6 +763,44 @@ def test_the_budget_allows_the_slowest_variant_its_own_noise() -> None:
     assert o.within(0.05) is True and o.within(0.001) is False
     steady = [SampledStep(1, 1_030_000, {}, reference_ns=1e6)] * 5
     assert not local_overheads(steady, 1e6).within(0.02)  # +3% every time: over, whatever the noise rule
+
+
+def _moving_host(costly: float = 0.0) -> list[SampledStep]:
+    # an eager host that moves: each step against the clean steps around its group reads +0.4% times a factor
+    # spread by +/-6% (log-normal), 325 variants of 5 steps each, as llama-3.2-1b eager b8 on the H200; variant 7
+    # costs ``costly`` more
+    rng = np.random.default_rng(21)
+    steps = []
+    for v in range(325):
+        for factor in np.exp(rng.normal(0.0, 0.06, 5)):
+            steps.append(SampledStep(v, round(1e6 * 1.004 * factor * (1 + costly * (v == 7))), {}, reference_ns=1e6))
+    return steps
+
+
+def test_alike_variants_on_a_moving_host_are_judged_by_the_pooled_overhead() -> None:
+    o = local_overheads(_moving_host(), 1e6)
+    # the slowest of 325 alike medians reads far over the budget, at a few of its own (5-step) errors
+    assert o.slowest > 0.08 and o.slowest - 2 * o.slowest_error > 0.02
+    assert o.shuffled_slowest_q95 is not None and o.shuffled_slowest_q95 > 0.08  # what the slowest of alike reads
+    assert o.none_stands_out and o.basis == "pooled: no variant stands out"
+    assert o.pooled == pytest.approx(0.004, abs=0.004) and o.pooled_error < 0.003
+    assert o.within(0.02) is True
+    assert o.within(o.pooled + o.pooled_error) is None  # the pooled within, not at two of its errors: not decided
+    assert o.within(o.pooled - 0.001) is False
+
+
+def test_a_costly_variant_on_a_moving_host_stands_out() -> None:
+    o = local_overheads(_moving_host(costly=0.3), 1e6)
+    assert not o.none_stands_out and o.standout_p < 0.01
+    assert o.slowest_variant == 7 and o.within(0.02) is False  # judged by the slowest: +30%, over at two errors
+
+
+def test_a_single_variant_is_judged_as_the_slowest() -> None:
+    # dense: one variant; its steps +1.5% +/- 1.2 points: not decided at 2% (the error over half of it)
+    steps = [SampledStep(0, round(1e6 * f), {}, reference_ns=1e6) for f in (1.00, 1.03, 1.015, 0.99, 1.04)]
+    o = local_overheads(steps, 1e6)
+    assert o.standout_p == 1.0 and not o.none_stands_out and o.basis == "slowest variant"
+    assert o.within(0.02) is None
 
 
 def test_clean_spread() -> None:

@@ -591,7 +591,11 @@ def kernel_pass(
         overhead_fraction=overheads.pooled,
         variant_overhead_max_fraction=overheads.slowest,
         variant_overhead_max_error_fraction=overheads.slowest_error,
+        overhead_error_fraction=overheads.pooled_error,
+        variant_standout_p=overheads.standout_p,
+        variant_overhead_shuffled_q95_fraction=overheads.shuffled_slowest_q95,
         overhead_within_budget=overheads.within(sampled.OVERHEAD_BUDGET),
+        overhead_basis=overheads.basis,
     )
     if picture is not None:
         result.update(_picture_fields(picture, density, segment_of, costs.node_ns))

@@ -443,18 +443,32 @@ def _overhead_line(kp: KernelPass) -> str:
         f"instrumentation: {v.fixed(kp.instrumented_step_ms, 3)} ms per {'sampled' if kp.density == 'sampled' else ''}"
         f" step vs {v.fixed(kp.clean_step_ms, 3)} ms clean"
     ).replace("per  step", "per step")
+    pooled = kp.overhead_basis == "pooled: no variant stands out"
     if kp.overhead_fraction is not None:
         text += f" ({kp.overhead_fraction:+.1%}"
+        if pooled and kp.overhead_error_fraction is not None:
+            text += f" +/- {kp.overhead_error_fraction:.1%}"
         if kp.variant_overhead_max_fraction is not None and kp.density == "sampled":
             text += f"; slowest variant {kp.variant_overhead_max_fraction:+.1%}"
             if kp.variant_overhead_max_error_fraction:
                 text += f" +/- {kp.variant_overhead_max_error_fraction:.1%}"
+        if pooled and kp.variant_overhead_shuffled_q95_fraction is not None and kp.variant_standout_p is not None:
+            text += (
+                f"; no variant stands out: with the labels shuffled the slowest reads up to "
+                f"{kp.variant_overhead_shuffled_q95_fraction:+.1%}, p {kp.variant_standout_p:.2f}"
+            )
         text += ")"
+    basis = "the pooled overhead" if pooled else "the slowest variant"
     if kp.overhead_budget_fraction is not None and kp.overhead_within_budget is not None:
         verdict = "within" if kp.overhead_within_budget else "OVER"
         text += f": {verdict} the {kp.overhead_budget_fraction:.0%} budget"
         if kp.variant_overhead_max_error_fraction is not None:
-            text += " (the slowest variant at two standard errors)"
+            text += f" ({basis} at two standard errors)"
+    elif kp.overhead_budget_fraction is not None and pooled:
+        text += (
+            f": the {kp.overhead_budget_fraction:.0%} budget NOT DECIDED (the pooled overhead's error takes it past "
+            "the budget: the host moved; more steps with --kernel-seconds)"
+        )
     elif kp.overhead_budget_fraction is not None and kp.variant_overhead_max_error_fraction is not None:
         text += (
             f": the {kp.overhead_budget_fraction:.0%} budget NOT DECIDED (the slowest variant's error is over half of "
