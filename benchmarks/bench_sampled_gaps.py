@@ -210,6 +210,7 @@ def summarise(
     if check is not None and check.available:
         failing = [o for o in check.ops if o.gap_verdict == "disagree" or (o.gap_verdict is None and not o.gap_agrees)]
         like_for_like = [o.op for o in check.ops if o.gap_verdict == "agree like for like"]
+        across = [o.op for o in check.ops if o.gap_verdict == "agree across captures"]
         worst = max(check.ops, key=lambda o: abs(o.gap_diff_ns), default=None)
         cell.update(
             cupti_step_vs_clean=check.cupti_overhead_fraction,
@@ -227,6 +228,7 @@ def summarise(
             op_classes_agree=len(check.ops) - len(failing),
             op_classes_within_bar=sum(o.gap_agrees for o in check.ops),
             op_classes_like_for_like=like_for_like,
+            op_classes_across_captures=across,
             cupti_moves=[
                 f"{o.op} {(o.cupti_effect_ns or 0) / 1e3:+.2f}" for o in check.ops if o.cupti_trusted_here is False
             ],
@@ -295,8 +297,12 @@ def table(cells: list[dict[str, Any]]) -> str:
             rows.append(f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['status'][:100]}")
             continue
         ops = f"{c.get('op_classes_agree', '-')}/{c.get('op_classes', '-')}" if c.get("op_classes") else "n/a"
-        if c.get("op_classes_like_for_like"):  # within the bar, plus like for like where CUPTI moves the class
-            ops = f"{c['op_classes_within_bar']}+{len(c['op_classes_like_for_like'])}/{c['op_classes']}"
+        like, across = c.get("op_classes_like_for_like") or [], c.get("op_classes_across_captures") or []
+        if like or across:  # within the bar, plus like for like, plus against a second capture (x)
+            ops = (
+                f"{c['op_classes_within_bar']}" + (f"+{len(like)}" if like else "")
+                + (f"+{len(across)}x" if across else "") + f"/{c['op_classes']}"
+            )  # fmt: skip
         like = (
             f"{c['op_classes_agree_under_cupti']}/{c['op_classes']}"
             if c.get("op_gaps_agree_under_cupti") is not None
@@ -328,7 +334,8 @@ def table(cells: list[dict[str, Any]]) -> str:
         "step less CUPTI's busy (reported, not in the verdict); tol: 10% of the clean idle or 50 us; busy: stitched vs "
         "CUPTI; CUPTI: its step against clean (trusted "
         "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted), "
-        "a+b/n: a within it, b more like for like where CUPTI moves the class beyond the bar; "
+        "a+b/n: a within it, b more like for like where CUPTI moves the class beyond the bar; +cx: c more "
+        "within the bar of a second capture's CUPTI value, where that capture moves the class beyond it; "
         "u.CUPTI: the same, the events read while CUPTI ran (the pass's cycle run again under CUPTI: like for like)"
     )
     moved = [f"{c['shape']} {c['mode']} b{c['batch']}: {', '.join(c['cupti_moves'])}" for c in cells

@@ -345,6 +345,11 @@ def test_the_capture_check_sees_a_second_capture_start_late(fake_cuda: Clock, mo
     assert shifts["o_proj"].shift_ns == pytest.approx(1_500, abs=200)
     # here the lateness is real time: the second capture's step, four graphs, is 4 x 1.5 us longer, as measured
     assert capture.step_shift_ns == pytest.approx(6_000, abs=300)
+    # the op check sets o_proj against both captures: the events (the first capture's timing) agree with the first
+    o_proj = next(o for o in result.cupti_check.ops if o.op == "o_proj")
+    assert o_proj.gap_verdict == "agree" and o_proj.capture_moved
+    assert o_proj.cupti_second_capture_gap_ns_median == pytest.approx(o_proj.cupti_gap_ns_median + 1_500, abs=200)
+    assert o_proj.gap_second_capture_agrees is False  # 1.5 us off the late capture
 
 
 def test_the_capture_check_says_why_when_the_second_capture_cannot_be_read(

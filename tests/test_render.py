@@ -270,6 +270,11 @@ def test_kernel_pass_sections() -> None:
     capture = plain_output(run, width=400)
     assert f"{missed.op} -1.05 us (32); the step +0.20 +/- 5.00 us (without CUPTI)" in capture
     assert f"{missed.op} +1.30 us (CUPTI's gap -1.05 us in a second capture)" in capture
+    missed.gap_verdict = "agree across captures"  # within the bar of the second capture's value
+    across = plain_output(run, width=400)
+    assert f"{missed.op} +1.30 us (CUPTI's gap -1.05 us in a second capture) (ok against it)" in across
+    assert "1 more against a second capture that moves CUPTI's value" in across
+    assert "ok across captures" in across  # the op table's mark
     missed.gap_agrees, missed.gap_diff_ns, missed.gap_verdict = was
     assert "qkv" not in capture.split("second capture of the clean graphs")[1].splitlines()[0]
     full_pass_.cupti_capture_check.classes = full_pass_.cupti_capture_check.classes[1:]

@@ -650,6 +650,29 @@ def test_a_class_cupti_moves_is_checked_like_for_like() -> None:
     assert x["cupti_trusted_here"] is True and x["gap_verdict"] == "disagree" and same["ops_agree"] is False
 
 
+def test_a_class_a_second_capture_moves_is_checked_against_that_capture_too() -> None:
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]  # CUPTI, first capture: x's gap 5 us
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
+    short = _stitched_like([(10_000, 20_000), (22_000, 47_000), (57_000, 67_000)], 97_000)  # the events: 2 us
+    # a second capture of the same graphs puts x's gap at 2.4 us: beyond the bar, and the events agree with it
+    moved = [{"op": "x", "count": 1, "shift_ns": -2_600.0, "beyond_bar": True, "second_gap_ns_median": 2_400.0}]
+    check = clean_check(short, 100_000.0, ref, capture_classes=moved)  # type: ignore[arg-type]
+    x = {o["op"]: o for o in check["ops"]}["x"]
+    assert not x["gap_agrees"] and x["gap_verdict"] == "agree across captures" and check["ops_agree"]
+    assert x["cupti_second_capture_gap_ns_median"] == 2_400 and x["capture_moved"] and x["gap_second_capture_agrees"]
+    # a second capture within the bar of the first (0.9 us off): no second value to take, the class disagrees
+    near = [dict(moved[0], shift_ns=-900.0, beyond_bar=False, second_gap_ns_median=4_100.0)]
+    x = {o["op"]: o for o in clean_check(short, 100_000.0, ref, capture_classes=near)["ops"]}["x"]  # type: ignore[arg-type]
+    assert x["gap_verdict"] == "disagree" and x["capture_moved"] is False
+    # moved beyond the bar, but the events miss that capture's value too (2 us against 3.5): they disagree
+    other = [dict(moved[0], shift_ns=-1_500.0, second_gap_ns_median=3_500.0)]
+    x = {o["op"]: o for o in clean_check(short, 100_000.0, ref, capture_classes=other)["ops"]}["x"]  # type: ignore[arg-type]
+    assert x["gap_verdict"] == "disagree" and x["gap_second_capture_agrees"] is False
+    # a class the first capture's CUPTI value agrees with stays "agree"; a class the check has no row for is as before
+    plain = clean_check(short, 100_000.0, ref)  # type: ignore[arg-type]
+    assert "cupti_second_capture_gap_ns_median" not in plain["ops"][0]
+
+
 def test_cupti_moves_a_class_only_beyond_the_noise_of_the_two_readings() -> None:
     ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
     ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
@@ -879,6 +902,9 @@ def test_capture_shifts_flag_a_class_whose_cupti_gap_moves_beyond_the_bar_betwee
     assert rows["attention"]["shift_ns"] == 0 and not rows["attention"]["beyond_bar"]
     # the bar is 15% of the class's gap where that is more than 1 us: 1.1 us on a 9 us gap is within it
     wide = capture_shifts(["embed", "lm_head"], [0.0, 9_000.0], [0.0, 10_100.0])
-    assert wide == [{"op": "lm_head", "count": 1, "shift_ns": 1_100.0, "beyond_bar": False}]
+    assert wide == [
+        {"op": "lm_head", "count": 1, "shift_ns": 1_100.0, "beyond_bar": False, "second_gap_ns_median": 10_100.0}
+    ]
+    assert rows["o_proj"]["second_gap_ns_median"] == 1_800  # the class's median gap in the second capture
     with pytest.raises(ValueError):
         capture_shifts(names, first, second[:-1])

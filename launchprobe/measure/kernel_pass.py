@@ -608,7 +608,8 @@ def kernel_pass(
                     )
                 except sampled.StitchRefused:
                     under = None
-            result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under, result["host_steady"])
+            captured = (result.get("cupti_capture_check") or {}).get("classes", [])
+            result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under, result["host_steady"], captured)
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
     del variants
@@ -861,12 +862,19 @@ def _cupti_check(
     ref: sampled.CuptiReference | None,
     under_cupti: sampled.Stitched | None = None,
     host_steady: bool | None = None,
+    capture_classes: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
     from_ref = ref.op_duration_ns is not None
     check = sampled.clean_check(
-        picture, clean_ns, ref, durations_from_reference=from_ref, under_cupti=under_cupti, host_steady=host_steady
+        picture,
+        clean_ns,
+        ref,
+        durations_from_reference=from_ref,
+        under_cupti=under_cupti,
+        host_steady=host_steady,
+        capture_classes=capture_classes,
     )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "

@@ -212,7 +212,13 @@ class OpCheck(Record, kw_only=True):
     cupti_effect_ns: float | None = None
     cupti_effect_noise_ns: float | None = None
     cupti_trusted_here: bool | None = None
-    # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | disagree
+    # CUPTI's value for the class in a second capture of the clean graphs (the capture check), whether that capture
+    # moved it beyond the bar, and whether the events' reading is within the bar of it
+    cupti_second_capture_gap_ns_median: float | None = None
+    capture_moved: bool | None = None
+    gap_second_capture_agrees: bool | None = None
+    # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | agree across captures
+    # (a second capture moves CUPTI's value beyond the bar; the reading agrees with that capture's) | disagree
     gap_verdict: str | None = None
 
 
@@ -242,6 +248,7 @@ class CaptureShift(Record, kw_only=True):
     count: int
     shift_ns: float
     beyond_bar: bool  # beyond the op bar (1 us or 15%): CUPTI's gap for the class depends on the capture
+    second_gap_ns_median: float | None = None  # the class's median gap in the second capture (null in older files)
 
 
 class CaptureCheck(Record, kw_only=True):
@@ -351,7 +358,8 @@ class KernelPass(Record, kw_only=True):
     event_lags: list[EventLag] | None = None
     # under CUPTI, the far pairs' anchor idle less the near pairs', per class: out of the like-for-like reading
     cupti_anchor_effects: list[AnchorEffect] | None = None
-    # graph modes: CUPTI's per-class gaps in a second capture of the clean graphs less in the first (a diagnostic)
+    # graph modes: CUPTI's per-class gaps in a second capture of the clean graphs less in the first; a class it moves
+    # beyond the bar is also checked against the second capture (OpCheck.gap_verdict "agree across captures")
     cupti_capture_check: CaptureCheck | None = None
     stitched: bool | None = None
     refusal: str | None = None  # why the sampled steps were not stitched (then no rows)
