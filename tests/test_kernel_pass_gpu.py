@@ -122,6 +122,9 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     # how near clean the sampled step stays is measured, not asserted here (benchmarks/bench_sampled_gaps.py): a
     # timed bound failed once in three GPU runs on the eager host's noise
     assert result.overhead_fraction is not None and result.variant_overhead_max_error_fraction is not None
+    assert result.overhead_error_fraction is not None and result.variant_standout_p is not None
+    assert 0 < result.variant_standout_p <= 1 and result.variant_overhead_shuffled_q95_fraction is not None
+    assert result.overhead_basis in ("slowest variant", "pooled: no variant stands out")
     blocks = 0  # a clean block before each group and after the last, in every cycle and extra round
     for cycle in range(result.cycles):
         orders = [sampled.variant_order(len(plan.variants), cycle, plan.follows)]
@@ -146,6 +149,10 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     else:
         assert capture is not None and {c.op for c in capture.classes} == {r.op for r in rows[1:]}
         assert capture.step_shift_ns is not None and capture.step_shift_error_ns is not None
+        assert all(c.second_gap_ns_median is not None for c in capture.classes)
+        if check.ops:  # each class the capture check reports is set against the second capture in the op check
+            reported = {c.op for c in capture.classes}
+            assert all(o.cupti_second_capture_gap_ns_median is not None for o in check.ops if o.op in reported)
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
         assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)
