@@ -9,7 +9,9 @@ among the variants, one where the eager host moved between speeds and two where 
 sampled_shift_h200.json.gz holds one cell with the end shifts the pass measured. sampled_cupti_h200.json.gz holds
 two cells of a pass whose cycle also ran again while CUPTI ran, read by the same events. sampled_head_h200.json.gz
 holds a piecewise cell with the head variant past the first graph piece. sampled_anchor_h200.json.gz holds two
-cells with CUPTI's idle after every anchor of the CUPTI cycle's far and near steps. The reference values here are
+cells with CUPTI's idle after every anchor of the CUPTI cycle's far and near steps. sampled_overhead_h200.json.gz
+holds the six eager cells of the 18:58 UTC matrix, each sampled step with its clean reference, for the overhead
+budget. The reference values here are
 computed with numpy from the raw streams, not with launchprobe's code; the stitching is launchprobe's.
 Provenance is inside each file.
 """
@@ -277,6 +279,43 @@ def test_no_variant_stands_out_on_the_moving_eager_hosts_and_one_does_in_piecewi
         assert got.standout_p < 0.01 and independent < 0.01
         assert got.basis == "slowest variant" and got.within(sampled.OVERHEAD_BUDGET) is True
     assert abs(got.standout_p - independent) < 0.15
+
+
+def _overhead_cell(shape: str, bucket: int) -> dict[str, Any]:
+    for cell in _load("sampled_overhead_h200.json.gz")["cells"]:
+        if (cell["shape"], cell["bucket"]) == (shape, bucket):
+            return cell
+    raise KeyError((shape, bucket))
+
+
+@pytest.mark.parametrize("bucket", [1, 8, 64])
+@pytest.mark.parametrize("shape", ["llama-3.2-1b", "llama-3-8b"])
+def test_the_budget_on_the_1858_eager_cells(shape: str, bucket: int) -> None:
+    # the six eager cells of the 18:58 matrix: hosts that moved 25-57% (all but 8B b64, which held still)
+    cell = _overhead_cell(shape, bucket)
+    labels = np.array([s[0] for s in cell["steps"]])
+    ratios = np.array([s[1] / s[2] for s in cell["steps"]], dtype=np.float64)
+    steps = [sampled.SampledStep(v, length, {}, ref) for v, length, ref in cell["steps"]]
+    got = sampled.local_overheads(steps, float(np.median(cell["clean_in_cycles"])))
+    # numpy: the pooled median and each variant's
+    assert got.pooled == pytest.approx(float(np.median(ratios)) - 1, abs=1e-12)
+    slowest = max(float(np.median(ratios[labels == v])) for v in np.unique(labels)) - 1
+    assert got.slowest == pytest.approx(slowest, abs=1e-12)
+    independent = _standout_p_numpy(labels, ratios, 200, seed=7)
+    moved = sampled.clean_spread(cell["clean_in_cycles"]) > sampled.HOST_STEADY_SPREAD
+    events = max(cell["events_per_variant"])
+    if not moved:  # 8B b64: the densest variants (22 events) cost more, and stand out
+        assert got.standout_p < 0.01 and independent < 0.01 and got.basis == "slowest variant"
+        assert got.within(sampled.OVERHEAD_BUDGET) is True
+        return
+    assert got.none_stands_out and independent > 0.05  # neither shuffle finds a variant above the others
+    assert got.shuffled_slowest_q95 is not None and got.slowest <= got.shuffled_slowest_q95 + 0.01
+    if shape == "llama-3.2-1b" and bucket == 8:  # at most 2 events a variant, the slowest +24%: its noise
+        assert events <= 2 and got.slowest > 0.2 and got.slowest - 2 * got.slowest_error > 0.02
+    if got.pooled > sampled.OVERHEAD_BUDGET:  # 8B b1 (m = 23, 28 events a variant): the pooled +3% is over
+        assert (shape, bucket) == ("llama-3-8b", 1) and got.within(sampled.OVERHEAD_BUDGET) is False
+    else:
+        assert got.within(sampled.OVERHEAD_BUDGET) is True
 
 
 def test_a_moving_eager_host_is_read_at_the_clean_speed() -> None:
