@@ -283,6 +283,8 @@ def line(cell: dict[str, Any]) -> str:
 
 
 def table(cells: list[dict[str, Any]]) -> str:
+    from launchprobe.run.schema import OVERHEAD_BASIS_POOLED
+
     header = (
         f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'spread':>6} {'m':>4} {'r':>2} {'cyc':>3} "
         f"{'pooled':>7} {'slowest':>8} {'+/-':>5} {'<=2%':>5} "
@@ -314,7 +316,7 @@ def table(cells: list[dict[str, Any]]) -> str:
             f"{num(100 * c['clean_spread'] if c.get('clean_spread') is not None else None):>5}% "
             f"{c['stride'] or '-':>4} {c.get('reach') or '-':>2} {c.get('cycles') or '-':>3} {pct(c['overhead']):>7} "
             f"{pct(c['overhead_max_variant']):>8} {num(100 * (c.get('variant_noise') or 0)):>4}% "
-            f"{yes(c['within_2pct']) + ('*' if (c.get('overhead_basis') or '').startswith('pooled') else ''):>5} "
+            f"{yes(c['within_2pct']) + ('*' if c.get('overhead_basis') == OVERHEAD_BASIS_POOLED else ''):>5} "
             f"{pct(c.get('stitched_step_vs_clean')):>8} "
             f"{num(c.get('stitched_gap_total_us')):>10} {num(c.get('clean_gap_total_us')):>9} "
             f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_tolerance_us'), 0):>7} "

@@ -50,6 +50,7 @@ import numpy as np
 from launchprobe.analysis import standout
 from launchprobe.analysis.intervals import interval_stats, union_ns
 from launchprobe.analysis.kernel_gaps import OpTiming, aggregate_ops, gap_distribution
+from launchprobe.run.schema import OVERHEAD_BASIS_POOLED, OVERHEAD_BASIS_SLOWEST
 
 OVERHEAD_BUDGET = 0.02  # the sampled step stays within 2% of clean (issue 12)
 OVERHEAD_TARGET = 0.01  # k is first chosen for half the budget, leaving room for noise
@@ -410,9 +411,9 @@ class Overheads:
     slowest_variant: int
     slowest_error: float  # the standard error of that median
     per_variant: dict[int, float]
-    pooled_error: float = 0.0  # the standard error of the pooled median
-    standout_p: float = 0.0  # ``standout.highest_group``: how often shuffled labels rank a variant as high
-    shuffled_slowest_q95: float | None = None  # the slowest median with labels shuffled (p95), less 1
+    pooled_error: float  # the standard error of the pooled median
+    standout_p: float  # ``standout.highest_group``: how often shuffled labels rank a variant as high
+    shuffled_slowest_q95: float  # the slowest median with labels shuffled (p95), less 1
 
     @property
     def none_stands_out(self) -> bool:
@@ -442,7 +443,7 @@ class Overheads:
     @property
     def basis(self) -> str:
         """What ``within`` judged by."""
-        return "pooled: no variant stands out" if self.none_stands_out else "slowest variant"
+        return OVERHEAD_BASIS_POOLED if self.none_stands_out else OVERHEAD_BASIS_SLOWEST
 
 
 def local_overheads(steps: Sequence[SampledStep], clean_ns: float) -> Overheads:
@@ -1107,12 +1108,11 @@ def clean_check(
     busy_rel = abs(stitched.busy_ns - busy_ref) / busy_ref if busy_ref else None
     like = under_cupti.rows if under_cupti is not None else None
     compare = not durations_from_reference
-    captures = capture_classes
-    ops = (
-        op_class_checks(stitched.rows, ref, compare_durations=compare, under_cupti=like, capture_classes=captures)
-        if trusted
-        else []
-    )
+    ops = []
+    if trusted:
+        ops = op_class_checks(
+            stitched.rows, ref, compare_durations=compare, under_cupti=like, capture_classes=capture_classes
+        )
     ops_agree = all(o["gap_verdict"] != "disagree" for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None

@@ -56,12 +56,12 @@ def highest_group(
         return Standout(p=1.0, highest_median_q95=median)
     ranks = average_ranks(x)
     # a group's mean rank under shuffling: mean (N + 1) / 2, variance (N^2 - 1) / 12 * (N - n) / (n (N - 1))
+    # (positive: with two groups or more, none holds every value)
     spread = np.sqrt((n * n - 1) / 12 * (n - counts) / (counts * (n - 1)))
-    usable = spread > 0
 
     def standardized_highest(g: np.ndarray) -> float:
         mean_rank = np.bincount(g, weights=ranks, minlength=len(counts)) / counts
-        return float(((mean_rank[usable] - (n + 1) / 2) / spread[usable]).max())
+        return float(((mean_rank - (n + 1) / 2) / spread).max())
 
     starts = np.cumsum(counts) - counts
     low, high = starts + (counts - 1) // 2, starts + counts // 2

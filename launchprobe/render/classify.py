@@ -9,6 +9,7 @@ from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import (
+    OVERHEAD_BASIS_POOLED,
     CaptureCheck,
     CeilingsRecord,
     ClassifyConfigRecord,
@@ -443,7 +444,7 @@ def _overhead_line(kp: KernelPass) -> str:
         f"instrumentation: {v.fixed(kp.instrumented_step_ms, 3)} ms per {'sampled' if kp.density == 'sampled' else ''}"
         f" step vs {v.fixed(kp.clean_step_ms, 3)} ms clean"
     ).replace("per  step", "per step")
-    pooled = kp.overhead_basis == "pooled: no variant stands out"
+    pooled = kp.overhead_basis == OVERHEAD_BASIS_POOLED
     if kp.overhead_fraction is not None:
         text += f" ({kp.overhead_fraction:+.1%}"
         if pooled and kp.overhead_error_fraction is not None:

@@ -314,6 +314,11 @@ class StrideProbe(Record, kw_only=True):
     error_fraction: float | None = None  # the standard error of that measurement
 
 
+# what decided KernelPass.overhead_within_budget (analysis/sampled.py, Overheads.basis)
+OVERHEAD_BASIS_SLOWEST = "slowest variant"
+OVERHEAD_BASIS_POOLED = "pooled: no variant stands out"
+
+
 class KernelPass(Record, kw_only=True):
     """The per-kernel CUDA-event pass of one (mode, batch) (docs/gaps.md; every field in docs/run-file.md)."""
 
