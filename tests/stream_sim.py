@@ -18,7 +18,12 @@ boundary, the clean runner's or pieces captured afresh with an event node). With
 leaves the GPU idle that much longer per kernel that follows it before the next event node or the step's last
 kernel, up to ``segment_cap`` kernels (CUPTI on the H200: 3.5 us after an event node 3 kernels before the next,
 3.9-4.3 at 4, 5.1-5.6 at 12 or more; the wrap pair's anchors, 3 kernels before the step's end or an event after
-its last op, idled alike). Every step starts with the clean timing's boundary event.
+its last op, idled alike). With ``past_piece_ns``, an event node at or before op ``piece_end`` (the first graph
+piece's last op) whose next event lies past it idles that much longer (piecewise on the H200, with or without
+CUPTI: the far anchor of the pair for the host-launched op after a piece idled 0.8-1.7 us longer than the near
+one, whose next event closes the piece). A step may time ops "after the replay" (``step(after_replay=True)``): a
+host event recorded right after the piece's replay, which fires when the op ends and, being no node in the graph,
+neither makes the piece fresh nor idles past it. Every step starts with the clean timing's boundary event.
 Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
 and CUPTI would report.
 """
@@ -26,7 +31,7 @@ and CUPTI would report.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from launchprobe.analysis.sampled import CLEAN_EVERY, SampledStep
@@ -54,6 +59,8 @@ class Stream:
     segment_cap: int = 8
     first_piece: int = 0
     last_piece: int = 0
+    piece_end: int = -1
+    past_piece_ns: int = 0
     seed: int = 0
     _fresh_last: bool = False
     host: float = 0.0
@@ -81,17 +88,21 @@ class Stream:
         fire, _ = self._run(submit + self.latency_ns, self.event_gpu_ns)
         return fire
 
-    def step(self, sampled: Sequence[int] = ()) -> tuple[float, dict[int, float], list[tuple[float, float]]]:
-        """One step: boundary event, then the ops with an end event after each op in ``sampled``."""
+    def step(
+        self, sampled: Sequence[int] = (), after_replay: bool = False
+    ) -> tuple[float, dict[int, float], list[tuple[float, float]]]:
+        """One step: boundary event, then the ops with an end event after each op in ``sampled`` (graph: host
+        events after the replay with ``after_replay``, else event nodes)."""
         boundary = self.event()
         marks = set(sampled)
+        nodes = set() if after_replay else marks
         ends: dict[int, float] = {}
         kernels: list[tuple[float, float]] = []
         if self.graph:
             submit = self._host(self.replay_ns)
             n = len(self.duration_ns)
-            fresh = self._fresh_last or any(i in marks for i in range(self.first_piece))
-            self._fresh_last = any(i in marks for i in range(n - self.last_piece, n))
+            fresh = self._fresh_last or any(i in nodes for i in range(self.first_piece))
+            self._fresh_last = any(i in nodes for i in range(n - self.last_piece, n))
             earliest = max(submit + self.latency_ns, self.gpu + self.start_ns - (self.fresh_start_ns if fresh else 0))
             since_event = len(self.refill_ns) + 1  # kernels run since the last event node (none yet: refilled)
             for i, duration in enumerate(self.duration_ns):
@@ -99,9 +110,12 @@ class Stream:
                 since_event += 1
                 earliest = self.gpu + self.node_gap_ns
                 if i in marks:
-                    ends[i], _ = self._run(earliest, self.event_node_ns)
+                    ends[i], _ = self._run(earliest, self.event_node_ns if i in nodes else self.event_gpu_ns)
                     following = max(0, min([j for j in marks if j > i], default=n - 1) - i)
                     earliest = self.gpu + self.node_gap_ns + self.segment_ns * min(following, self.segment_cap)
+                    nxt = min([j for j in marks if j > i], default=None)
+                    if i in nodes and i <= self.piece_end and (nxt is None or nxt > self.piece_end):
+                        earliest += self.past_piece_ns
                     since_event = 0
                 elif 1 <= since_event <= len(self.refill_ns):
                     earliest += self.refill_ns[since_event - 1]
@@ -130,10 +144,12 @@ def run_sampled(
     at_group: Callable[[Stream, int, int], None] | None = None,
     extra: Sequence[int] = (),
     rounds: int = 0,
+    after_replay: Collection[int] = (),
 ) -> tuple[list[SampledStep], list[list[tuple[float, float]]]]:
     """As kernel_pass.py runs them: a warm-up pass over the variants, then cycles of groups of ``every`` variants
     (rotated), a clean block of ``lead_in`` steps before each group and after the last, its last step timed; after
-    each cycle ``rounds`` short cycles over the variants in ``extra``.
+    each cycle ``rounds`` short cycles over the variants in ``extra``. The variants in ``after_replay`` time their
+    ops by host events after the replay (``Stream.step``).
     ``at_group(stream, cycle, g)``, called before the clean block ahead of group g, may change the stream (a host
     that moves). Returns the sampled steps (each with the mean of
     the clean steps timed around its group) and the kernels of every sampled step."""
@@ -148,7 +164,7 @@ def run_sampled(
     out: list[SampledStep] = []
     kernels: list[list[tuple[float, float]]] = []
     for v in variant_order(len(plan), 0, follows):
-        stream.step(plan[v])
+        stream.step(plan[v], v in after_replay)
 
     def one_cycle(cycle: int, order: list[int]) -> None:
         groups = cycle_groups(order, every, follows)
@@ -158,7 +174,7 @@ def run_sampled(
             if at_group is not None:
                 at_group(stream, cycle, g)
             references.append(clean_block())
-            records = [(v, stream.step(plan[v])) for v in group]
+            records = [(v, stream.step(plan[v], v in after_replay)) for v in group]
             final = stream.event()  # the boundary after the group's last step
             recorded.append((records, final))
         references.append(clean_block())

@@ -314,6 +314,32 @@ def test_the_cupti_cycle_repeats_the_one_per_step_variants_and_refuses_a_variant
         kernel_pass.variant_kernels(variants, runner, per_step, plan.follows, extra)
 
 
+def test_the_head_variants_replay_the_clean_first_piece_and_time_its_end_from_the_host(fake_cuda: Clock) -> None:
+    from launchprobe.analysis import sampled
+    from launchprobe.measure.timing import time_steps_cuda
+
+    ops = fake_ops()
+    runner, _ = clean_runner("piecewise", ops)
+    timings, _ = kernel_pass.op_layout("piecewise", ops)
+    head = sampled.head_op(timings)
+    assert head is not None and ops[head].name == "rotary"  # the first piece: embed .. rotary
+    plan = sampled.pair_plan(len(ops), 8, 4, head)
+    variants = kernel_pass.Variants(runner, ops, plan.variants, None, None, after_replay=plan.after_replay)
+    first = runner.segments[0].graph
+    for v in plan.after_replay:
+        mine = variants.runners[v].segments[0]
+        assert mine.graph.graph is first  # the clean runner's own capture of the piece, replayed
+        assert variants.runners[v].segments[1:] == runner.segments[1:]  # and every other segment as clean
+    solo = variants.runners[plan.index("solo", 0)].segments[0]
+    assert solo.graph is not first  # a solo's event node needs a capture afresh
+    # the host event fires when the piece's last kernel ends (the fake's trace of the same step)
+    head_variant = plan.roles.index("head")
+    rows = fake_intervals(lambda: time_steps_cuda(variants.runners[head_variant].run, 1))
+    events = variants.events[head_variant]
+    rotary_end = [end for name, _, end in rows if name == "rotary"][0]
+    assert events[head].t == pytest.approx(rotary_end, abs=1)
+
+
 class LateGraph(FakeGraph):
     """A graph that starts its first kernel 1.5 us late: a capture whose start the GPU runs slower."""
 

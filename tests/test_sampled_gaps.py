@@ -246,46 +246,60 @@ def test_graph_with_pdl_overlaps_stitches_to_the_clean_gaps() -> None:
 
 @pytest.mark.parametrize("reach", [2, 4])
 @pytest.mark.parametrize("last_piece", [0, 6])
-def test_the_head_past_the_first_piece_does_not_see_its_recapture(reach: int, last_piece: int) -> None:
-    # piecewise: a step starts 1.5 us sooner after the boundary where its first graph piece was captured afresh
-    # with an event node in it (or, last_piece, where the step before had one in its last piece). The solo end of
-    # op 0 is measured in such a step and reads the head 1.5 us short; the head variant times op 4's end (past the
-    # piece) alone, right after the plain variant, and gets it back, and the tail with it.
+def test_the_head_at_the_first_pieces_end_sees_neither_its_recapture_nor_the_next_ops_pair(
+    reach: int, last_piece: int
+) -> None:
+    # piecewise, first piece ops 0..3: a step starts 1.5 us sooner after the boundary where its first graph piece
+    # was captured afresh with an event node in it (or, last_piece, where the step before had one in its last
+    # piece); and an event node in the piece whose next event lies past its end idles 1.2 us longer, so the far
+    # pair of op 4 (host-launched on the GPU) reads its gap 1.2 us long. Op 0's solo end reads the head 1.5 us
+    # short; a head variant timing op 4 (an event after it, as before) gets the recapture back but inherits op
+    # 4's long gap; one timing op 3 by a host event after the piece's replay, right after the plain variant, reads
+    # the head exactly, and the tail with it.
     n, durations = 53, _durations(53)
     kw: dict[str, Any] = {"graph": True, "start_ns": 5_000, "fresh_start_ns": 1_500, "first_piece": 4,
-                          "last_piece": last_piece}  # fmt: skip
+                          "last_piece": last_piece, "piece_end": 3, "past_piece_ns": 1_200}  # fmt: skip
     _, kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
     truth = clean_gaps(kernels)
     heads = {}
-    for head in (None, 4):
+    for head, after in ((None, False), (4, False), (3, True)):
         plan = pair_plan(n, 9, reach, head)
         assert plan.head_op == head and ("head" in plan.roles) == (head is not None)
         stream = Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw)
-        steps, _ = run_sampled(stream, plan.variants, 3, follows=plan.follows)
-        rows = stitch(timings(n), steps, plan, durations).rows
-        assert [r["gap_before_ns"] for r in rows[1:]] == pytest.approx(truth[1:], abs=1)
-        heads[head] = rows[0]["gap_before_ns"]
+        replayed = plan.after_replay if after else set()
+        steps, _ = run_sampled(stream, plan.variants, 3, follows=plan.follows, after_replay=replayed)
+        gaps = [r["gap_before_ns"] for r in stitch(timings(n), steps, plan, durations).rows]
+        assert gaps[4] == pytest.approx(truth[4] + 1_200, abs=1)  # op 4: its pair anchors in the piece
+        assert gaps[1:4] + gaps[5:] == pytest.approx(truth[1:4] + truth[5:], abs=1)
+        heads[head] = gaps[0]
     assert heads[None] == pytest.approx(truth[0] - 1_500, abs=1)
-    assert heads[4] == pytest.approx(truth[0], abs=1)
+    assert heads[4] == pytest.approx(truth[0] - 1_200, abs=1)
+    assert heads[3] == pytest.approx(truth[0], abs=1)
 
 
-def test_a_head_variant_is_planned_past_a_step_opening_graph_piece_only() -> None:
+def test_a_head_variant_is_planned_at_the_end_of_a_step_opening_graph_piece_only() -> None:
     piecewise = [OpTiming(name, 0, host_launched=name in ("kv_write", "attention"))
                  for name in ("embed", "attn_norm", "qkv", "rotary", "kv_write", "attention", "o_proj")]  # fmt: skip
-    assert head_op(piecewise) == 4
+    assert head_op(piecewise) == 3  # rotary, the first piece's last op: timed after the piece's replay
     assert head_op(timings(7, host=True)) is None  # eager: op 0 is host-launched
     assert head_op(timings(7, host=False)) is None  # full graph: nothing is
-    plan = pair_plan(40, 8, 4, head=4)
+    lone = [OpTiming("embed", 0, False), OpTiming("kv_write", 0, True), OpTiming("o_proj", 0, False)]
+    assert head_op(lone) is None  # a first piece of op 0 alone: its solo end, no head variant
+    plan = pair_plan(40, 8, 4, head=3)
     head_variant = plan.roles.index("head")
-    assert plan.variants[head_variant] == [4]
+    assert plan.variants[head_variant] == [3]
     wrap_head = plan.roles.index("wrap_head")
-    assert plan.variants[wrap_head] == [4]
+    assert plan.variants[wrap_head] == [3]
+    assert plan.after_replay == {head_variant, wrap_head}  # the two that time the piece's end from the host
+    assert pair_plan(40, 8, 4).after_replay == set()
     # the head after the plain variant (clean graphs on both sides of its boundary); the wrap pair's own closer
     assert plan.follows == {plan.roles.index("plain"): head_variant, plan.roles.index("wrap_far"): wrap_head}
-    # embed's gap comes from the head variant and the variants of the gaps before ops 1 .. 4
+    # embed's gap comes from the head variant and the variants of the gaps before ops 1 .. 3 (the solos at reach
+    # 4), not from kv_write's pair
     wanted = set(one_per_step_variants(plan, ["embed"] + ["x"] * 39))
     solos = {plan.index("solo", i) for i in range(4)}
-    assert {0, head_variant, wrap_head, *solos, plan.index("far", 0), plan.index("near", 0)} <= wanted
+    assert {0, head_variant, wrap_head, *solos} <= wanted
+    assert plan.index("far", 0) not in wanted and plan.index("near", 0) not in wanted
     order = variant_order(len(plan.variants), 3, plan.follows, sorted(wanted))
     assert (
         order[order.index(0) + 1] == head_variant and order[order.index(plan.roles.index("wrap_far")) + 1] == wrap_head

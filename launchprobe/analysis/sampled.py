@@ -22,14 +22,16 @@ measurements that share their first event:
   (``TAIL_SIGMAS``; both differences span the last op, whose duration noise enters twice), else 0: the boundary
   event completes when the last op does. (A step of r ops or fewer has no room for the pair: its tail comes from a
   solo variant of op n - 1 and the event-free "plain" variant's length.)
-- where the step starts with a captured graph piece followed by a host-launched op h (piecewise), a "head"
-  variant records one event after op h alone and always runs right after the plain variant, so that the step
-  before it and its own first piece are the clean runner's graphs (under CUPTI on the H200, a step whose first
-  piece was captured afresh with an event node in it started 1.2-2.4 us sooner; the events read the same head
-  either way, docs/gaps.md). The head is then op h's end less the durations of ops 0 .. h and the gaps before
-  ops 1 .. h (differences inside recaptured pieces, where an earlier start cancels). The wrap_far variant is then
-  followed by a "wrap_head" variant, another with an event after op h alone, whose own median end closes the
-  wrap pair.
+- where the step starts with a captured graph piece whose last op is h, followed by a host-launched op
+  (piecewise), a "head" variant times op h's end alone, by a host event recorded right after the piece's replay,
+  and always runs right after the plain variant, so that the step before it and its own first piece are the clean
+  runner's graphs (under CUPTI on the H200, a step whose first piece was captured afresh with an event node in it
+  started 1.2-2.4 us sooner, docs/gaps.md). The head is then op h's end less the durations of ops 0 .. h and the
+  gaps before ops 1 .. h (differences inside recaptured pieces, where an earlier start cancels). Timing the
+  piece's end, not the host-launched op after it, keeps that op's gap out of the head: its far pair reads it long
+  where the far anchor's next event lies past the piece's end (docs/performance.md). The wrap_far variant is then
+  followed by a "wrap_head" variant, another timing op h alone so, whose own median end closes the wrap
+  pair.
 - the "plain" variant, no events, runs among the others as the clean step does.
 The variants measuring an op that occurs once per step (``one_per_step_variants``) run in extra rounds
 (``extra_rounds``): their class median has no other layers to average the noise over.
@@ -133,6 +135,11 @@ class Plan:
         return self.variants[self.roles.index("head")][0] if "head" in self.roles else None
 
     @property
+    def after_replay(self) -> set[int]:
+        """The variants that time a graph piece's last op by a host event after its replay: head and wrap_head."""
+        return {v for v, role in enumerate(self.roles) if role in ("head", "wrap_head")}
+
+    @property
     def follows(self) -> dict[int, int]:
         """Variants that must run right after another in a cycle: after the wrap_far variant, the one whose first
         event closes the wrap pair (wrap_head where there is a head variant, else the solo of op 0); and the head
@@ -152,11 +159,12 @@ def widest_spacing(n_ops: int, reach: int = DEFAULT_REACH) -> int:
 
 
 def head_op(ops: Sequence[OpTiming]) -> int | None:
-    """The first host-launched op after a step-opening run of graph-replayed ones (piecewise: ``kv_write`` after
-    the first piece), whose end a head variant times; None where op 0 is host-launched or nothing is."""
+    """The last op of a step-opening graph piece that a host-launched op follows (piecewise: ``rotary``, before
+    ``kv_write``), whose end a head variant times by a host event recorded right after the piece's replay; None
+    where op 0 is host-launched, nothing is, or the piece is op 0 alone."""
     for i, op in enumerate(ops):
         if op.host_launched:
-            return i if i > 0 else None
+            return i - 1 if i > 1 else None
     return None
 
 
@@ -211,8 +219,8 @@ def pairing_note(plan: Plan) -> str:
         f"end_j less end_(j+{plan.reach - 1}) - end_j, each measured inside one step from the same anchor event "
         "after op j; nothing ahead of the anchor matters and no event sits in the measured gap"
         + (
-            f"; the head from op {plan.head_op}'s end alone (the first graph piece not captured afresh), less the "
-            "durations and gaps before it"
+            f"; the head from op {plan.head_op}'s end alone, a host event after the first graph piece's replay (the "
+            "piece not captured afresh), less the durations and gaps before it"
             if plan.head_op is not None
             else ""
         )
@@ -641,7 +649,10 @@ def stitch(
         for i in range(plan.reach, n):
             gaps[i] -= int(pair_bias_ns[i] or 0)
     if plan.roles != ["dense"]:  # the opening op's clean end, less the durations and gaps before it
-        head = end[opening] + shifts[closing] - sum(durations[: closing + 1]) - sum(gaps[1 : closing + 1])
+        # an end timed by a host event after its graph piece's replay is the clean end: no event sits after the op
+        # in its graph (a graphed head op); files from before timed a host-launched op, whose end may shift
+        shift = 0 if plan.head_op is not None and not ops[closing].host_launched else shifts[closing]
+        head = end[opening] + shift - sum(durations[: closing + 1]) - sum(gaps[1 : closing + 1])
     if tail_measured is not None:  # sampled: measured against the last op's shifted end, kept out of its noise
         tail_measured -= shifts[n - 1]
         tail = tail_measured if abs(tail_measured) > TAIL_SIGMAS * tail_noise else 0

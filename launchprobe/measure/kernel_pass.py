@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec
 
@@ -172,7 +172,9 @@ class Variants:
 
     Eager ops record on the host (the stream bound once); graphed segments holding a sampled op are captured
     afresh with ``external`` event nodes, the others reuse the clean runner's graphs, so the variants replay
-    exactly the clean step's graphs wherever they time nothing."""
+    exactly the clean step's graphs wherever they time nothing. The variants in ``after_replay`` (the plan's head
+    and wrap_head) time a graphed segment's last op by a host event recorded right after the clean graph's replay
+    instead, leaving the piece as the clean runner captured it."""
 
     def __init__(
         self,
@@ -181,6 +183,7 @@ class Variants:
         plan: Sequence[Sequence[int]],
         pool: Any,
         markers: Markers | None,
+        after_replay: Collection[int] = (),
     ) -> None:
         import torch
 
@@ -194,12 +197,18 @@ class Variants:
                 event.record(stream)  # created and valid before any capture
             self.events.append(events)
         torch.cuda.synchronize()
-        for events in self.events:
-            self.runners.append(self._variant(clean, ops, events, pool, markers, stream))
+        for v, events in enumerate(self.events):
+            self.runners.append(self._variant(clean, ops, events, pool, markers, stream, v in after_replay))
 
     @staticmethod
     def _variant(
-        clean: StepRunner, ops: Sequence[Op], events: dict[int, Any], pool: Any, markers: Markers | None, stream: Any
+        clean: StepRunner,
+        ops: Sequence[Op],
+        events: dict[int, Any],
+        pool: Any,
+        markers: Markers | None,
+        stream: Any,
+        after_replay: bool = False,
     ) -> StepRunner:
         import torch
 
@@ -211,6 +220,12 @@ class Variants:
             at += count
             if not any(i in events for i in mine):
                 segments.append(clean_segment)
+                continue
+            if after_replay and clean_segment.graphed:
+                if [i for i in mine if i in events] != [mine[-1]]:
+                    raise ValueError("a host event after a graph's replay times the piece's last op alone")
+                replayed = _ReplayThenRecord(clean_segment.graph, events[mine[-1]], stream)
+                segments.append(Segment(clean_segment.ops, graphed=True, graph=replayed))
                 continue
             wrapped = [
                 _then_record(ops[i], events[i], None if clean_segment.graphed else stream) if i in events else ops[i]
@@ -225,6 +240,18 @@ class Variants:
 
     def read(self, variant: int, boundary: Any) -> dict[int, int]:
         return {i: round(boundary.elapsed_time(e) * 1e6) for i, e in self.events[variant].items()}
+
+
+class _ReplayThenRecord:
+    """A captured graph whose replay the host follows with an event record on the stream: the end of the graph's
+    last kernel, timed with no event node in the graph."""
+
+    def __init__(self, graph: Any, event: Any, stream: Any) -> None:
+        self.graph, self.event, self.stream = graph, event, stream
+
+    def replay(self) -> None:
+        self.graph.replay()
+        self.event.record(self.stream)
 
 
 def _captured(ops: Sequence[Op], pool: Any) -> Segment:
@@ -525,7 +552,7 @@ def kernel_pass(
         result["stride_probes"] = probes.probes
     result["pairing"] = sampled.pairing_note(plan)
     result["reach"] = plan.reach if density == "sampled" else None
-    variants = Variants(clean, ops, plan.variants, pool, markers)
+    variants = Variants(clean, ops, plan.variants, pool, markers, after_replay=plan.after_replay)
     if density == "dense":
         probes.times.append(alternating(variants.runners[0].run, clean.run, clean_step_ms)[0])
     probe_ms = statistics.median(probes.times) if probes.times else None
