@@ -205,3 +205,36 @@ def test_cycles_set_every_step_against_the_clean_steps_around_its_group() -> Non
     assert all(s.reference_ns == (cleans[0] + cleans[1]) / 2 for s in first)
     # replayed graphs, nothing on the host in the way: the clean steps timed in the cycles are the clean step
     assert abs(statistics.median(cleans) / (clean_ms * 1e6) - 1) < 0.05
+
+
+def test_the_head_variants_time_the_first_pieces_end_after_its_clean_replay() -> None:
+    # piecewise: the head variant times rotary (the first piece's last op) by a host event after the clean piece's
+    # replay; CUPTI's rotary end, from the step's first kernel, against the event's, from the step's boundary
+    from launchprobe.analysis import sampled
+    from launchprobe.measure import kernel_pass
+
+    ops = _model().step(8)
+    runner, _ = _clean("piecewise", 8, ops)
+    timings, _ = kernel_pass.op_layout("piecewise", ops)
+    head = sampled.head_op(timings)
+    assert head is not None and ops[head].name == "rotary"
+    plan = sampled.pair_plan(len(ops), 9, 4, head)
+    pool = torch.cuda.graph_pool_handle()
+    variants = kernel_pass.Variants(runner, ops, plan.variants, pool, None, after_replay=plan.after_replay)
+    v = plan.roles.index("head")
+    assert variants.runners[v].segments[0].graph.graph is runner.segments[0].graph  # the clean capture
+    steps, _ = kernel_pass.run_cycles(variants, runner, 3, plan.follows)
+    ends = [s.ends[head] for s in steps if s.variant == v]
+    counts, _ = kernel_pass.kernel_counts(ops)
+    last = sum(counts[: head + 1]) - 1  # rotary's last kernel in a step
+
+    def five() -> None:
+        for _ in range(5):
+            variants.runners[v].run()
+
+    rows = kernel_pass.cuda_intervals(five)
+    per = len(rows) // 5
+    first_piece = [rows[k * per + last][2] - rows[k * per][1] for k in range(5)]
+    # the event's end from the boundary is the piece's span plus the boundary-to-first-kernel head (3-5 us on the
+    # H200); an event that fired after kv_write instead would add that op and its gap (5 us or more)
+    assert 0 < statistics.median(ends) - statistics.median(first_piece) < 8_000
