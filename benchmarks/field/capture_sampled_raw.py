@@ -42,6 +42,7 @@ def main() -> None:
         "run_cycles": kp.run_cycles,
         "clean_reference": kp.clean_reference,
         "kernel_counts": kp.kernel_counts,
+        "variant_kernels": kp.variant_kernels,
         "stitch": sampled.stitch,
         "cuda_intervals": kp.cuda_intervals,
         "grouped_ops": kp._grouped_ops,
@@ -85,16 +86,25 @@ def main() -> None:
         records.append({"counts_for": len(ops), "counts": counts[0]})
         return counts
 
+    def variant_kernels(*args: Any, **kwargs: Any) -> Any:
+        current["in_cycle"] = True  # only the CUPTI cycle's rows: the capture check's CUPTI steps come later
+        try:
+            return originals["variant_kernels"](*args, **kwargs)
+        finally:
+            current.pop("in_cycle", None)
+
     def cuda_intervals(work: Any) -> Any:
         rows = originals["cuda_intervals"](work)
-        current["cupti_rows"] = rows
+        if current.get("in_cycle"):
+            current["cupti_rows"] = rows
         return rows
 
     def grouped_ops(seen: Any, counts: Any) -> Any:
         grouped = originals["grouped_ops"](seen, counts)
         rows, ran = current.pop("cupti_rows", None), current.get("cupti_ran")
-        if grouped is not None and rows and ran:  # every step of the CUPTI cycle in run order, clean ones too
-            per_step, t0 = len(rows) // len(ran), rows[0][1]
+        per_step = sum(counts[0]) if isinstance(counts, tuple) else 0
+        if grouped is not None and rows and ran and len(rows) == per_step * len(ran):  # the cycle, clean steps too
+            t0 = rows[0][1]
             cycle = []
             for j, v in enumerate(ran):
                 step = [(start, end) for _, start, end in rows[j * per_step : (j + 1) * per_step]]
@@ -116,6 +126,7 @@ def main() -> None:
         (kp, "run_cycles", run_cycles),
         (kp, "clean_reference", clean_reference),
         (kp, "kernel_counts", kernel_counts),
+        (kp, "variant_kernels", variant_kernels),
         (kp, "cuda_intervals", cuda_intervals),
         (kp, "_grouped_ops", grouped_ops),
         (sampled, "stitch", stitch),
