@@ -595,7 +595,9 @@ def _capture_rows(cell: dict[str, Any]) -> list[dict[str, Any]]:
     for which in ("cupti", "second"):
         kernels = [[(int(s), int(e)) for s, e in step] for step in _capture_kernels(cell, which)]
         refs.append(sampled.cupti_reference(kernels, cell[f"{which}_step_ns"], cell["counts"]))
-    return sampled.capture_shifts(cell["names"], refs[0].op_gap_ns, refs[1].op_gap_ns)
+    first, second = refs[0].op_gap_ns, refs[1].op_gap_ns
+    assert first is not None and second is not None  # grouped by the counts
+    return sampled.capture_shifts(cell["names"], first, second)
 
 
 @pytest.mark.parametrize(("shape", "bucket"), CAPTURE_CELLS)
