@@ -153,6 +153,10 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         if check.ops:  # each class the capture check reports is set against the second capture in the op check
             reported = {c.op for c in capture.classes}
             assert all(o.cupti_second_capture_gap_ns_median is not None for o in check.ops if o.op in reported)
+    if check.ops and check.under_cupti_steps:  # CUPTI's effect per class; piecewise: the head's from the head variant
+        sources = {o.op: o.cupti_effect_source for o in check.ops}
+        head_source = "head variant" if mode == "piecewise" else "stitched under CUPTI"
+        assert sources.pop(rows[0].op) == head_source and set(sources.values()) == {"stitched under CUPTI"}
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
         assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)

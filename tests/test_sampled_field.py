@@ -12,7 +12,8 @@ holds a piecewise cell with the head variant past the first graph piece. sampled
 cells with CUPTI's idle after every anchor of the CUPTI cycle's far and near steps. sampled_overhead_h200.json.gz
 holds the six eager cells of the 18:58 UTC matrix, each sampled step with its clean reference, for the overhead
 budget. sampled_capture_h200.json.gz holds four piecewise cells with CUPTI's clean steps in two captures of the
-same graphs. The reference values here are
+same graphs; sampled_head_effect_h200.json.gz the piecewise head variant's readings with and without CUPTI. The
+reference values here are
 computed with numpy from the raw streams, not with launchprobe's code; the stitching is launchprobe's.
 Provenance is inside each file.
 """
@@ -625,3 +626,35 @@ def test_a_capture_afresh_moves_cuptis_gaps_at_the_piece_boundaries_alone(shape:
     assert max(map(abs, inside.values())) <= 200, inside
     if (shape, bucket) == ("llama-3.2-1b", 1):  # here the second capture moved both boundaries by 0.7-0.95 us
         assert min(abs(shifts[c]) for c in boundary) >= 3 * max(map(abs, inside.values())), shifts
+
+
+# The piecewise head with and without CUPTI (sampled_head_effect_h200.json.gz: the six piecewise cells of the 23:35
+# UTC run, the head variant timing the first piece's end by a host event after its clean replay)
+
+
+@pytest.mark.parametrize("k", range(6))
+def test_cupti_delays_the_first_piece_which_the_head_variant_sees_and_the_events_head_is_the_rest(k: int) -> None:
+    cell = _load("sampled_head_effect_h200.json.gz")["cells"][k]
+    first, head_end, last = (np.asarray(cell[key], dtype=np.int64) for key in
+                             ("cupti_first_start_ns", "cupti_head_op_end_ns", "cupti_last_end_ns"))  # fmt: skip
+    clean = np.asarray(cell["head_end_ns"])
+    under = np.asarray(cell["head_end_under_cupti_ns"])
+    # numpy: CUPTI's clean steps, from the step before's last kernel end: the gap into the step, the first piece's end
+    cupti_gap, cupti_end = np.median(first[1:] - last[:-1]), np.median(head_end[1:] - last[:-1])
+    assert cupti_gap == cell["cupti_gap_ns"]  # the pass's reference, as reported
+    # under CUPTI the events put the head variant's end where CUPTI puts the clean steps' (within 0.3 us) ...
+    assert abs(np.median(under) - cupti_end) <= 300, (np.median(under), cupti_end)
+    # ... and without CUPTI 0.8 us or more sooner: what CUPTI does to the step's start
+    effect = float(np.median(under) - np.median(clean))
+    assert effect >= 800, effect
+    # launchprobe's effect from the same steps
+    op = cell["head_op"]
+    plan = sampled.Plan(op + 1, 1, [[], [op]], ["plain", "head"])
+    steps = [sampled.SampledStep(1, 0, {op: int(t)}) for t in clean]
+    steps_under = [sampled.SampledStep(1, 0, {op: int(t)}) for t in under]
+    measured = sampled.head_cupti_effect(plan, steps, steps_under)
+    assert measured is not None and measured.effect_ns == pytest.approx(effect, abs=1) and measured.noise_ns > 0
+    # the pass's clean head (less the tail it kept, -1.3 us in 8B b8) misses CUPTI's gap by 0.7 us or more; with
+    # CUPTI's effect added it is within 0.5 us of it
+    head = cell["events_head_gap_ns"] - cell["tail_ns"]
+    assert abs(head - cupti_gap) >= 700 and abs(head + effect - cupti_gap) <= 500, (head, effect, cupti_gap)

@@ -16,6 +16,7 @@ from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 
 from launchprobe.analysis.kernel_gaps import OpTiming
 from launchprobe.analysis.sampled import (
+    HeadEffect,
     Plan,
     SampledStep,
     StitchRefused,
@@ -34,6 +35,7 @@ from launchprobe.analysis.sampled import (
     extra_rounds,
     first_difference,
     group_ops,
+    head_cupti_effect,
     head_op,
     initial_spacing,
     instrumented_rows,
@@ -922,3 +924,53 @@ def test_capture_shifts_flag_a_class_whose_cupti_gap_moves_beyond_the_bar_betwee
     assert rows["o_proj"]["second_gap_ns_median"] == 1_800  # the class's median gap in the second capture
     with pytest.raises(ValueError):
         capture_shifts(names, first, second[:-1])
+
+
+def _head_case() -> tuple[Any, Any, Any]:
+    """CUPTI: the gap into the step (op 0, class h) 4 us, x's 5 us, y's 10 us; the events read h at 2.5 us."""
+    ref_ops = [(4_000, 14_000), (19_000, 44_000), (54_000, 100_000)]
+    ref = cupti_reference(_reference_steps(100_000, ref_ops, 3), [101_000.0] * 3, [1, 1, 1])
+    events = _stitched_like([(2_500, 12_500), (17_500, 42_500), (52_500, 98_500)], 98_500)
+    under = _stitched_like([(2_500, 12_500), (17_500, 42_500), (52_500, 98_500)], 98_500)
+    for stitched in (events, under):
+        stitched.rows[0]["op"] = "h"  # type: ignore[attr-defined]
+    return ref, events, under
+
+
+def test_the_heads_class_takes_cuptis_effect_from_the_head_variant() -> None:
+    ref, events, under = _head_case()
+    # the head variant's first piece ends 1.5 us later under CUPTI: CUPTI moved the step's start beyond the bar
+    check = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=HeadEffect(1_500.0, 100.0, 60, 25))
+    by_op = {o["op"]: o for o in check["ops"]}
+    h = by_op["h"]
+    assert not h["gap_agrees"] and h["cupti_effect_source"] == "head variant" and h["cupti_effect_ns"] == 1_500
+    assert h["events_gap_under_cupti_ns_median"] == 4_000 and h["cupti_trusted_here"] is False
+    assert h["gap_verdict"] == "agree like for like" and check["ops_agree"]
+    # the other classes still take it from the cycle stitched under CUPTI
+    assert by_op["x"]["cupti_effect_source"] == by_op["y"]["cupti_effect_source"] == "stitched under CUPTI"
+    # the same effect within two of its errors: CUPTI is trusted at the step's start, and the head disagrees
+    noisy = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=HeadEffect(1_500.0, 800.0, 60, 25))
+    h = {o["op"]: o for o in noisy["ops"]}["h"]
+    assert h["cupti_trusted_here"] is True and h["gap_verdict"] == "disagree" and noisy["ops_agree"] is False
+    # under the bar (0.4 us): CUPTI is trusted there too; the like-for-like reading misses by 1.1 us
+    small = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=HeadEffect(400.0, 50.0, 60, 25))
+    h = {o["op"]: o for o in small["ops"]}["h"]
+    assert h["cupti_trusted_here"] is True and h["gap_verdict"] == "disagree" and not h["gap_under_cupti_agrees"]
+    # without a head effect the head's class is read from the stitched cycle like the others
+    plain = clean_check(events, 100_000.0, ref, under_cupti=under)
+    h = {o["op"]: o for o in plain["ops"]}["h"]
+    assert h["cupti_effect_source"] == "stitched under CUPTI" and h["cupti_effect_ns"] == 0
+
+
+def test_the_head_effect_is_the_head_variants_end_under_cupti_less_without() -> None:
+    plan = pair_plan(40, 20, 4, head=3)
+    head = plan.roles.index("head")
+    solo = plan.index("solo", 0)
+    clean = [SampledStep(head, 100_000, {3: 10_000 + 10 * k}) for k in range(9)]
+    clean += [SampledStep(solo, 100_000, {0: 99_000})]  # another variant's ends do not count
+    under = [SampledStep(head, 100_000, {3: 11_000 + 20 * k}) for k in range(5)]  # medians 10_040 and 11_040
+    effect = head_cupti_effect(plan, clean, under)
+    assert effect is not None and effect.effect_ns == 1_000 and (effect.runs, effect.runs_under_cupti) == (9, 5)
+    assert effect.noise_ns > 0
+    assert head_cupti_effect(plan, clean, []) is None  # no head-variant run under CUPTI
+    assert head_cupti_effect(pair_plan(40, 20, 4), clean, under) is None  # no head variant: op 0's solo end

@@ -636,7 +636,11 @@ def kernel_pass(
                 except sampled.StitchRefused:
                     under = None
             captured = (result.get("cupti_capture_check") or {}).get("classes", [])
-            result["cupti_check"] = _cupti_check(picture, clean_ns, ref, under, result["host_steady"], captured)
+            seen = checked.seen
+            head = sampled.head_cupti_effect(plan, steps, seen.steps) if under is not None and seen else None
+            result["cupti_check"] = _cupti_check(
+                picture, clean_ns, ref, under, result["host_steady"], captured, head_effect=head
+            )
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
     del variants
@@ -890,6 +894,7 @@ def _cupti_check(
     under_cupti: sampled.Stitched | None = None,
     host_steady: bool | None = None,
     capture_classes: Sequence[dict[str, Any]] = (),
+    head_effect: sampled.HeadEffect | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
@@ -902,6 +907,7 @@ def _cupti_check(
         under_cupti=under_cupti,
         host_steady=host_steady,
         capture_classes=capture_classes,
+        head_effect=head_effect,
     )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "

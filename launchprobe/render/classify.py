@@ -554,6 +554,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
             moved = [o for o in likes if o.cupti_trusted_here is False]
             effects = ", ".join(
                 f"{o.op} {(o.cupti_effect_ns or 0.0) / 1e3:+.2f} +/- {(o.cupti_effect_noise_ns or 0.0) / 1e3:.2f} us"
+                + (" by the head variant" if o.cupti_effect_source == "head variant" else "")
                 for o in moved[:6]
             )
             lines.append(

@@ -211,6 +211,10 @@ class OpCheck(Record, kw_only=True):
     # is beyond the op bar and 2 standard errors, CUPTI's value is not the class's clean gap (cupti_trusted_here)
     cupti_effect_ns: float | None = None
     cupti_effect_noise_ns: float | None = None
+    # where that effect was read: "stitched under CUPTI" (the class in the cycle run again under CUPTI), or, for the
+    # piecewise head's class, "head variant" (its first piece's end under CUPTI less without: the step's start
+    # alone; the like-for-like reading is then the clean head plus it)
+    cupti_effect_source: str | None = None
     cupti_trusted_here: bool | None = None
     # CUPTI's value for the class in a second capture of the clean graphs (the capture check), whether that capture
     # moved it beyond the bar, and whether the events' reading is within the bar of it
