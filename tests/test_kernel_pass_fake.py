@@ -205,6 +205,12 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     # the pass's cycle read again while the fake CUPTI ran: nothing in the fake moves under CUPTI, so alike
     assert check.under_cupti_steps and check.ops_under_cupti_agree
     assert all(o.events_gap_under_cupti_ns_median is not None for o in check.ops)
+    # CUPTI's effect per class; in piecewise the head's class (op 0) takes it from the head variant: none in the fake
+    sources = {o.op: o.cupti_effect_source for o in check.ops}
+    assert sources.pop(result.kernels[0].op) == ("head variant" if mode == "piecewise" else "stitched under CUPTI")
+    assert set(sources.values()) == {"stitched under CUPTI"}
+    opening = next(o for o in check.ops if o.op == result.kernels[0].op)
+    assert opening.cupti_effect_ns == 0 and opening.cupti_trusted_here
     assert result.overhead_within_budget and abs(result.overhead_fraction) <= 0.02
     # the events against CUPTI's op ends on the CUPTI cycle's steps, by kind: the fake's events have no lag
     kinds = {"eager": {"host-host"}, "piecewise": {"node-node", "node-host", "host-node"}, "full": {"node-node"}}
