@@ -848,9 +848,9 @@ def head_cupti_effect(
     piece (``Plan.head_op``) from the step's boundary, by a host event after the clean piece's replay, while CUPTI
     ran less without it. The head variant has no event node in any piece, so nothing but CUPTI differs between
     the two readings; the stitched head under CUPTI also carries what CUPTI does to the solo variants' event nodes
-    in their recaptured pieces, which CUPTI's clean steps do not have. On the H200 this was +0.86 to +1.47 us in
-    17 of 18 passes, while under CUPTI the events put that end within 0.26 us of CUPTI's own (docs/performance.md,
-    2026-12-01 23:35 UTC). None without a head variant or without its runs on both sides."""
+    in their recaptured pieces, which CUPTI's clean steps do not have. On the H200 this was +0.86 to +1.23 us in
+    17 of 18 passes (+0.35 in the other), while under CUPTI the events put that end within 0.26 us of CUPTI's own
+    (docs/gaps.md). None without a head variant or without its runs on both sides."""
     op = plan.head_op
     if op is None:
         return None
