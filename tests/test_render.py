@@ -311,6 +311,8 @@ def test_kernel_pass_sections() -> None:
         f"CUPTI moves 1 class(es) beyond the bar, so its value is not their clean gap ({moved.op} +2.00 +/- 0.30 us)"
         in like
     )
+    moved.cupti_effect_source = "head variant"  # piecewise: the head's class, its effect from the head variant
+    assert f"({moved.op} +2.00 +/- 0.30 us by the head variant)" in plain_output(run, width=400)
     assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1
     assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared
     strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]
