@@ -52,7 +52,12 @@ import numpy as np
 from launchprobe.analysis import standout
 from launchprobe.analysis.intervals import interval_stats, union_ns
 from launchprobe.analysis.kernel_gaps import OpTiming, aggregate_ops, gap_distribution
-from launchprobe.run.schema import OVERHEAD_BASIS_POOLED, OVERHEAD_BASIS_SLOWEST
+from launchprobe.run.schema import (
+    CUPTI_EFFECT_HEAD_VARIANT,
+    CUPTI_EFFECT_STITCHED,
+    OVERHEAD_BASIS_POOLED,
+    OVERHEAD_BASIS_SLOWEST,
+)
 
 OVERHEAD_BUDGET = 0.02  # the sampled step stays within 2% of clean (issue 12)
 OVERHEAD_TARGET = 0.01  # k is first chosen for half the budget, leaving room for noise
@@ -1081,12 +1086,12 @@ def op_class_checks(
         row["gap_verdict"] = "agree" if row["gap_agrees"] else "disagree"
         if head_effect is not None and members == [0]:
             effect, effect_noise = head_effect.effect_ns, head_effect.noise_ns
-            like, source = events_gap + effect, "head variant"
+            like, source = events_gap + effect, CUPTI_EFFECT_HEAD_VARIANT
         elif under_cupti is not None and len(under_cupti) == len(rows):
             like = float(statistics.median(under_cupti[i]["gap_before_ns"] for i in members))
             effect = like - events_gap
             effect_noise = math.hypot(_class_noise(rows, members), _class_noise(under_cupti, members))
-            source = "stitched under CUPTI"
+            source = CUPTI_EFFECT_STITCHED
         else:
             source = None
         if source is not None:

@@ -9,6 +9,7 @@ from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import (
+    CUPTI_EFFECT_HEAD_VARIANT,
     OVERHEAD_BASIS_POOLED,
     CaptureCheck,
     CeilingsRecord,
@@ -554,7 +555,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
             moved = [o for o in likes if o.cupti_trusted_here is False]
             effects = ", ".join(
                 f"{o.op} {(o.cupti_effect_ns or 0.0) / 1e3:+.2f} +/- {(o.cupti_effect_noise_ns or 0.0) / 1e3:.2f} us"
-                + (" by the head variant" if o.cupti_effect_source == "head variant" else "")
+                + (" by the head variant" if o.cupti_effect_source == CUPTI_EFFECT_HEAD_VARIANT else "")
                 for o in moved[:6]
             )
             lines.append(

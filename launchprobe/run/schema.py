@@ -321,6 +321,9 @@ class StrideProbe(Record, kw_only=True):
 # what decided KernelPass.overhead_within_budget (analysis/sampled.py, Overheads.basis)
 OVERHEAD_BASIS_SLOWEST = "slowest variant"
 OVERHEAD_BASIS_POOLED = "pooled: no variant stands out"
+# where an op check took CUPTI's effect on its class from (OpCheck.cupti_effect_source)
+CUPTI_EFFECT_STITCHED = "stitched under CUPTI"
+CUPTI_EFFECT_HEAD_VARIANT = "head variant"
 
 
 class KernelPass(Record, kw_only=True):
