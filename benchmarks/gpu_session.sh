@@ -2,11 +2,13 @@
 # GPU-machine calls that measure what docs/performance.md reports and make the nsys fixtures.
 # Run there as:  source .gpu/setup.sh; bash benchmarks/gpu_session.sh STAGE   (results under $OUT)
 #   nsys: the nsys fixtures of tests/fixtures;  sweep: kernel tuning sweep;  final-a, final-b (or final): the figures
+#   kernels: the per-kernel pass (issue 12): gpu tests, then the whole matrix with its raw streams; 6 files under
+#   $OUT (the device tool returns 8 a call), about 7 minutes
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
 log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) torch $(python3 -c 'import torch; print(torch.__version__)')"
-stage=${1:?usage: gpu_session.sh nsys|sweep|final-a|final-b|final}
+stage=${1:?usage: gpu_session.sh nsys|sweep|final-a|final-b|final|kernels}
 if [[ $stage == nsys ]]; then
   rm -rf /tmp/nt /tmp/n8 /tmp/np
   log "launchprobe nsys around classify tiny --nvtx ops"
@@ -66,5 +68,15 @@ if [[ $stage == final || $stage == final-b ]]; then
     python3 -m launchprobe classify --shape llama-3-8b --batch 1 --mode eager,full --kernels --steps 20 -q --format json --output /tmp/nx/classify.json > /dev/null 2>> "$OUT/log.txt"
   cp /tmp/nx/classify.json "$OUT/nsys_8b_classify.json"
   python3 benchmarks/crosscheck_nsys.py /tmp/nx/classify.json "$OUT/nsys_8b.json" 2>&1 | tee -a "$OUT/log.txt"
+fi
+if [[ $stage == kernels ]]; then
+  log "gpu tests"
+  python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -4 | tee -a "$OUT/log.txt"
+  log "python3 benchmarks/field/capture_sampled_raw.py \$OUT/m --out \$OUT/m/sampled.json --budget-s 330"
+  mkdir -p "$OUT/m"
+  python3 benchmarks/field/capture_sampled_raw.py "$OUT/m" --out "$OUT/m/sampled.json" --budget-s 330 2>&1 \
+    | tee -a "$OUT/log.txt" | grep -A24 '^shape'
+  log "python3 benchmarks/field/head_start.py \$OUT/m"
+  python3 benchmarks/field/head_start.py "$OUT/m" 2>&1 | tee -a "$OUT/log.txt"
 fi
 ls -la "$OUT" | tee -a "$OUT/log.txt"
