@@ -187,6 +187,8 @@ def summarise(
 ) -> dict[str, Any]:
     import msgspec
 
+    from launchprobe.run.schema import GAP_AGREE_ACROSS_CAPTURES, GAP_AGREE_LIKE_FOR_LIKE, GAP_DISAGREE
+
     check = kp.cupti_check
     record = msgspec.to_builtins(kp)
     if not (shape == "llama-3.2-1b" and mode == "eager" and batch == 1):
@@ -208,9 +210,11 @@ def summarise(
         "capture_shifts": capture_shifts(kp),
     }  # fmt: skip
     if check is not None and check.available:
-        failing = [o for o in check.ops if o.gap_verdict == "disagree" or (o.gap_verdict is None and not o.gap_agrees)]
-        like_for_like = [o.op for o in check.ops if o.gap_verdict == "agree like for like"]
-        across = [o.op for o in check.ops if o.gap_verdict == "agree across captures"]
+        failing = [
+            o for o in check.ops if o.gap_verdict == GAP_DISAGREE or (o.gap_verdict is None and not o.gap_agrees)
+        ]
+        like_for_like = [o.op for o in check.ops if o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE]
+        across = [o.op for o in check.ops if o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES]
         worst = max(check.ops, key=lambda o: abs(o.gap_diff_ns), default=None)
         cell.update(
             cupti_step_vs_clean=check.cupti_overhead_fraction,

@@ -55,6 +55,10 @@ from launchprobe.analysis.kernel_gaps import OpTiming, aggregate_ops, gap_distri
 from launchprobe.run.schema import (
     CUPTI_EFFECT_HEAD_VARIANT,
     CUPTI_EFFECT_STITCHED,
+    GAP_AGREE,
+    GAP_AGREE_ACROSS_CAPTURES,
+    GAP_AGREE_LIKE_FOR_LIKE,
+    GAP_DISAGREE,
     OVERHEAD_BASIS_POOLED,
     OVERHEAD_BASIS_SLOWEST,
 )
@@ -1083,7 +1087,7 @@ def op_class_checks(
             "gap_diff_ns": events_gap - cupti_gap,
             "gap_agrees": _close(events_gap, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL),
         }
-        row["gap_verdict"] = "agree" if row["gap_agrees"] else "disagree"
+        row["gap_verdict"] = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
         if head_effect is not None and members == [0]:
             effect, effect_noise = head_effect.effect_ns, head_effect.noise_ns
             like, source = events_gap + effect, CUPTI_EFFECT_HEAD_VARIANT
@@ -1108,7 +1112,7 @@ def op_class_checks(
                 cupti_trusted_here=not moved,
             )
             if not row["gap_agrees"] and moved and like_agrees:
-                row["gap_verdict"] = "agree like for like"
+                row["gap_verdict"] = GAP_AGREE_LIKE_FOR_LIKE
         other = captured.get(name)
         if other is not None and other.get("second_gap_ns_median") is not None:
             second = float(other["second_gap_ns_median"])
@@ -1118,8 +1122,8 @@ def op_class_checks(
                 capture_moved=bool(other["beyond_bar"]),
                 gap_second_capture_agrees=second_agrees,
             )
-            if row["gap_verdict"] == "disagree" and other["beyond_bar"] and second_agrees:
-                row["gap_verdict"] = "agree across captures"
+            if row["gap_verdict"] == GAP_DISAGREE and other["beyond_bar"] and second_agrees:
+                row["gap_verdict"] = GAP_AGREE_ACROSS_CAPTURES
         if compare_durations:
             row.update(
                 events_duration_ns_median=events_dur,
@@ -1185,7 +1189,7 @@ def clean_check(
             capture_classes=capture_classes,
             head_effect=head_effect,
         )
-    ops_agree = all(o["gap_verdict"] != "disagree" for o in ops) if ops else None
+    ops_agree = all(o["gap_verdict"] != GAP_DISAGREE for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None
     total_ok = abs(gap_diff) <= tolerance

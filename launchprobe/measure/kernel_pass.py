@@ -637,7 +637,7 @@ def kernel_pass(
                     under = None
             captured = (result.get("cupti_capture_check") or {}).get("classes", [])
             seen = checked.seen
-            head = sampled.head_cupti_effect(plan, steps, seen.steps) if under is not None and seen else None
+            head = sampled.head_cupti_effect(plan, steps, seen.steps) if seen is not None else None
             result["cupti_check"] = _cupti_check(
                 picture, clean_ns, ref, under, result["host_steady"], captured, head_effect=head
             )

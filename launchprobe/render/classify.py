@@ -10,6 +10,8 @@ from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import (
     CUPTI_EFFECT_HEAD_VARIANT,
+    GAP_AGREE_ACROSS_CAPTURES,
+    GAP_AGREE_LIKE_FOR_LIKE,
     OVERHEAD_BASIS_POOLED,
     CaptureCheck,
     CeilingsRecord,
@@ -492,9 +494,9 @@ def _host_line(kp: KernelPass) -> str | None:
 
 def _class_mark(check: OpCheck) -> str:
     """The op table's verdict for one class against CUPTI."""
-    if check.gap_verdict == "agree like for like":
+    if check.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE:
         return "ok like for like"
-    if check.gap_verdict == "agree across captures":
+    if check.gap_verdict == GAP_AGREE_ACROSS_CAPTURES:
         return "ok across captures"
     return "ok" if check.gap_agrees else "DIFF"
 
@@ -535,13 +537,13 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         moves = {c.op: c.shift_ns for c in captured.classes if c.beyond_bar} if captured is not None else {}
         detail = ", ".join(
             f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us"
-            + (" (like for like ok)" if o.gap_verdict == "agree like for like" else "")
+            + (" (like for like ok)" if o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE else "")
             + (f" (CUPTI's gap {moves[o.op] / 1e3:+.2f} us in a second capture)" if o.op in moves else "")
-            + (" (ok against it)" if o.gap_verdict == "agree across captures" else "")
+            + (" (ok against it)" if o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES else "")
             for o in bad[:6]
         )
-        like_ok = sum(o.gap_verdict == "agree like for like" for o in bad)
-        across_ok = sum(o.gap_verdict == "agree across captures" for o in bad)
+        like_ok = sum(o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE for o in bad)
+        across_ok = sum(o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES for o in bad)
         lines.append(
             f"check, median gap per op class vs CUPTI: {len(check.ops) - len(bad)} of {len(check.ops)} within 1 us "
             f"or 15%" + (f", {like_ok} more like for like where CUPTI moves the class" if like_ok else "")

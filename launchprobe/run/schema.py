@@ -324,6 +324,11 @@ OVERHEAD_BASIS_POOLED = "pooled: no variant stands out"
 # where an op check took CUPTI's effect on its class from (OpCheck.cupti_effect_source)
 CUPTI_EFFECT_STITCHED = "stitched under CUPTI"
 CUPTI_EFFECT_HEAD_VARIANT = "head variant"
+# OpCheck.gap_verdict
+GAP_AGREE = "agree"
+GAP_AGREE_LIKE_FOR_LIKE = "agree like for like"
+GAP_AGREE_ACROSS_CAPTURES = "agree across captures"
+GAP_DISAGREE = "disagree"
 
 
 class KernelPass(Record, kw_only=True):
