@@ -207,6 +207,7 @@ def summarise(
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
         "event_lags": {lag.kinds: lag.lag_ns_median for lag in kp.event_lags or []},
         "anchor_effects": {e.op: e.effect_ns for e in kp.cupti_anchor_effects or []},
+        "start_shifts": {e.op: e.shift_ns for e in kp.cupti_start_shifts or [] if abs(e.shift_ns) >= 200},
         "capture_shifts": capture_shifts(kp),
     }  # fmt: skip
     if check is not None and check.available:
@@ -240,6 +241,11 @@ def summarise(
             op_classes_agree_under_cupti=sum(bool(o.gap_under_cupti_agrees) for o in check.ops),
             op_gaps_agree_under_cupti=check.ops_under_cupti_agree,
             worst_op=f"{worst.op} {worst.gap_diff_ns / 1e3:+.2f} us" if worst else None,
+            misses=[
+                f"{o.op} {o.gap_diff_ns / 1e3:+.2f}"
+                + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")
+                for o in failing
+            ],
             grouping=check.grouping,
             agrees=check.agrees,
         )
@@ -368,6 +374,17 @@ def table(cells: list[dict[str, Any]]) -> str:
         rows.append(
             "CUPTI anchor effects (us, the idle after a far pair's anchor less a near pair's under CUPTI, by the class "
             f"measured; out of u.CUPTI): {anchors}"
+        )
+    if starts := per_cell("start_shifts"):
+        rows.append(
+            "start shifts (us, under CUPTI an op's start in the steps that time its end less in the clean steps, "
+            f"classes moved 0.2 us or more; reported, not corrected): {starts}"
+        )
+    misses = [f"{c['shape']} {c['mode']} b{c['batch']}: {', '.join(c['misses'])}" for c in cells if c.get("misses")]
+    if misses:
+        rows.append(
+            "classes that disagree (us, the events' gap less CUPTI's; the start bias: the class's start shift less "
+            "its predecessor's, which the events' reading carries): " + "; ".join(misses)
         )
     return "\n".join(rows)
 

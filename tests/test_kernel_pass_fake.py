@@ -211,6 +211,11 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert set(sources.values()) == {"stitched under CUPTI"}
     opening = next(o for o in check.ops if o.op == result.kernels[0].op)
     assert opening.cupti_effect_ns == 0 and opening.cupti_trusted_here
+    # where an event after an op moves its start: nowhere in the fake, so every class's shift and bias are 0
+    shifts = result.cupti_start_shifts or []
+    assert {s.op for s in shifts} == {o.op for o in check.ops} - {"embed"}
+    assert all(s.shift_ns == 0 and s.bias_ns in (0, None) and s.ops > 0 for s in shifts)
+    assert all(o.start_bias_ns == 0 for o in check.ops if o.op != "embed")
     assert result.overhead_within_budget and abs(result.overhead_fraction) <= 0.02
     # the events against CUPTI's op ends on the CUPTI cycle's steps, by kind: the fake's events have no lag
     kinds = {"eager": {"host-host"}, "piecewise": {"node-node", "node-host", "host-node"}, "full": {"node-node"}}

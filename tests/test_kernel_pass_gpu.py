@@ -157,6 +157,9 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         sources = {o.op: o.cupti_effect_source for o in check.ops}
         head_source = "head variant" if mode == "piecewise" else "stitched under CUPTI"
         assert sources.pop(rows[0].op) == head_source and set(sources.values()) == {"stitched under CUPTI"}
+        # where an event after an op moves its start, per class (a diagnostic), and each class's bias from it
+        assert result.cupti_start_shifts and {s.op for s in result.cupti_start_shifts} == {r.op for r in rows[1:]}
+        assert all(o.start_bias_ns is not None for o in check.ops if o.op != rows[0].op)
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
         assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)

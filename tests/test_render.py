@@ -18,7 +18,16 @@ from launchprobe.render import build_report, emit, pick_format, render_table, re
 from launchprobe.render.markdown import report_markdown
 from launchprobe.render.model import Strip
 from launchprobe.run.files import from_builtins, load_run, to_builtins
-from launchprobe.run.schema import AnchorEffect, CaptureCheck, CaptureShift, EventLag, IdleStretch, Run, TopKernel
+from launchprobe.run.schema import (
+    AnchorEffect,
+    CaptureCheck,
+    CaptureShift,
+    EventLag,
+    IdleStretch,
+    Run,
+    StartShift,
+    TopKernel,
+)
 
 
 def plain_output(run: Run, width: int = 100) -> str:
@@ -252,6 +261,16 @@ def test_kernel_pass_sections() -> None:
     anchors = plain_output(run, width=400)
     assert "down +0.64, rotary -0.03; taken out of the like-for-like reading only" in anchors
     full_pass_.cupti_anchor_effects = None
+    assert "start shifts" not in anchors
+    full_pass_.cupti_start_shifts = [
+        StartShift(op="silu_mul", shift_ns=-610.0, bias_ns=-600.0, ops=16),
+        StartShift(op="down", shift_ns=10.0, bias_ns=620.0, ops=16),
+    ]
+    starts = plain_output(run, width=500)
+    assert "silu_mul -0.61 (bias -0.60); reported, not corrected" in starts and "down +0.01" not in starts
+    full_pass_.cupti_start_shifts = [StartShift(op="down", shift_ns=10.0, bias_ns=None, ops=16)]
+    assert "none of 1 classes by 0.2 us or more" in plain_output(run, width=500)
+    full_pass_.cupti_start_shifts = None
     assert "second capture of the clean graphs" not in anchors
     full_pass_.cupti_capture_check = CaptureCheck(
         classes=[

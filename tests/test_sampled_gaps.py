@@ -16,6 +16,7 @@ from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 
 from launchprobe.analysis.kernel_gaps import OpTiming
 from launchprobe.analysis.sampled import (
+    CuptiReference,
     HeadEffect,
     Plan,
     SampledStep,
@@ -41,10 +42,13 @@ from launchprobe.analysis.sampled import (
     instrumented_rows,
     local_overheads,
     one_per_step_variants,
+    op_class_checks,
     pair_plan,
     sequence_problem,
     sound_corrections,
     split_steps,
+    start_biases,
+    start_shifts,
     stitch,
     variant_order,
 )
@@ -747,6 +751,58 @@ def test_anchor_effects_take_the_far_pairs_longer_idle_out_of_the_gaps() -> None
     assert per_op[10 + reach] == 450
     with pytest.raises(StitchRefused):
         stitch(timings(n), steps, plan, durations, pair_bias_ns=per_op[:-1])
+
+
+def _intervals(gaps: list[int], durations: list[int]) -> list[tuple[int, int]]:
+    out, end = [], 0
+    for gap, duration in zip(gaps, durations):
+        start = end + gap
+        out.append((start, start + duration))
+        end = max(end, start + duration)
+    return out
+
+
+def test_start_shifts_read_where_an_event_after_an_op_moves_its_start() -> None:
+    # an event after an x op makes it start 400 ns sooner; with an event after its predecessor too, 1 us sooner
+    # (steps the shifts must not read); a dense step moves everything and is not read either
+    names = ["embed", "x", "y", "x", "y", "x", "y", "z"]
+    clean_gap = [0, -200, 300, -200, 300, -200, 300, 300]
+    durations = [1_000] * 8
+    plan = Plan(8, 4, [[], [1, 5], [2, 4], [1, 2], list(range(8))], ["plain", "far", "near", "far", "dense"], 4)
+
+    def step(marked: list[int], dense: bool) -> list[tuple[int, int]]:
+        gaps = list(clean_gap)
+        for i in marked:
+            gaps[i] -= (
+                5_000 if dense else 1_000 if names[i] == "x" and i - 1 in marked else 400 if names[i] == "x" else 0
+            )
+        return _intervals(gaps, durations)
+
+    seen = {v: [step(marked, plan.roles[v] == "dense")] * 3 for v, marked in enumerate(plan.variants)}
+    per_op, rows = start_shifts(plan, names, [float(g) for g in clean_gap], seen)
+    assert per_op == [None, -400, 0, None, 0, -400, None, None]
+    by = {row["op"]: row for row in rows}
+    assert by["x"] == {"op": "x", "shift_ns": -400.0, "bias_ns": -400.0, "ops": 2}  # op 5: -400 less op 4's 0
+    assert by["y"] == {"op": "y", "shift_ns": 0.0, "bias_ns": 400.0, "ops": 2}  # op 2: 0 less op 1's -400
+    assert "z" not in by and "embed" not in by
+    assert start_biases(names, per_op) == [None, None, 400, None, None, -400, None, None]
+    with pytest.raises(ValueError):
+        start_biases(names, per_op[:-1])
+
+
+def test_the_op_check_carries_the_start_bias_and_keeps_its_verdict() -> None:
+    names = ["embed", "x", "y", "x", "y"]
+    rows = [{"op": o, "gap_before_ns": g, "duration_ns": 1_000, "gap_noise_ns": 0.0}
+            for o, g in zip(names, [3_000, -200, 1_700, -200, 1_700])]  # fmt: skip
+    ref = CuptiReference(
+        steps=8, step_ns=10_000.0, busy_ns=5_000.0, kernels_per_step=5,
+        op_duration_ns=[1_000.0] * 5, op_gap_ns=[3_000.0, 600.0, 300.0, 600.0, 300.0],
+    )  # fmt: skip
+    checks = {c["op"]: c for c in op_class_checks(rows, ref, start_bias=[None, -800, 800, -800, 800])}
+    assert checks["x"]["start_bias_ns"] == -800 and checks["y"]["start_bias_ns"] == 800
+    assert checks["y"]["gap_verdict"] == "disagree" and checks["x"]["gap_verdict"] == "agree"  # 1.4 us vs 0.8 us off
+    assert "start_bias_ns" not in checks["embed"]
+    assert all("start_bias_ns" not in c for c in op_class_checks(rows, ref))
 
 
 def test_corrections_only_inside_one_graph() -> None:

@@ -734,6 +734,77 @@ def end_shifts(
     return [round(statistics.median(x)) if x else None for x in samples]
 
 
+def start_shifts(
+    plan: Plan,
+    names: Sequence[str],
+    clean_gaps_ns: Sequence[float],
+    op_intervals: Mapping[int, Sequence[Sequence[tuple[int, int]]]],
+) -> tuple[list[int | None], list[dict[str, Any]]]:
+    """How much sooner each op starts (negative: the gap before it shorter) in the steps that time its end than in
+    CUPTI's clean steps, and what that puts into each gap the pairs read. ``op_intervals``: per variant, per step
+    it ran under CUPTI, each op's (start, end); ``clean_gaps_ns``: CUPTI's clean gap before each op
+    (``CuptiReference.op_gap_ns``: its start less the latest end before it).
+
+    An event marks an end, never a start. The pairs read the gap before op i as op i's start in its far steps less
+    op i - 1's in its near ones, each taken as its end less its duration in those steps (``end_shifts``), which
+    assumes the start is where it is in the clean step. Op i's shift is the median, over the steps that have an
+    event after op i and none after op i - 1 (those ``end_shifts`` reads; op i's far steps among them), of CUPTI's
+    gap before op i less the clean one. The gap before op i then reads long by op i - 1's shift (its near steps)
+    and short by its own: its bias is its shift less its predecessor's. No event can see either, and taking them
+    from CUPTI would put CUPTI's own gaps into the reading that the check sets against CUPTI, so they are reported
+    and applied to nothing. On the H200 (2026-12-02, docs/performance.md) the PDL-launched norm, silu_mul and
+    full-graph attention kernels started 0.4-0.8 us sooner with an event node after them, and the events' per-class
+    misses followed the biases. Op 0 (the gap between steps) is left out.
+
+    Returns the shift per op (None where unmeasured) and per class {op, shift_ns, bias_ns, ops}: medians over its
+    ops (bias over those whose predecessor is measured too)."""
+    n = len(names)
+    moved: list[list[int]] = [[] for _ in range(n)]
+    for v, steps in op_intervals.items():
+        if not 0 <= v < len(plan.roles) or plan.roles[v] == "dense":
+            continue
+        marked = set(plan.variants[v])
+        for step in steps:
+            if len(step) != n:
+                continue
+            latest = np.maximum.accumulate(np.asarray([end for _, end in step], dtype=np.int64))
+            for i in marked:
+                if 1 <= i < n and i - 1 not in marked:
+                    moved[i].append(int(step[i][0] - latest[i - 1]))
+    per_op: list[int | None] = [None] * n
+    for i in range(1, n):
+        if moved[i]:
+            per_op[i] = round(statistics.median(moved[i]) - clean_gaps_ns[i])
+    shifts: dict[str, list[int]] = {}
+    biases: dict[str, list[int]] = {}
+    for i in range(1, n):
+        own = per_op[i]
+        if own is None:
+            continue
+        shifts.setdefault(names[i], []).append(own)
+        before = per_op[i - 1]
+        if before is not None:
+            biases.setdefault(names[i], []).append(own - before)
+    rows = [
+        {"op": name, "shift_ns": float(statistics.median(values)),
+         "bias_ns": float(statistics.median(biases[name])) if name in biases else None, "ops": len(values)}
+        for name, values in shifts.items()
+    ]  # fmt: skip
+    return per_op, rows
+
+
+def start_biases(names: Sequence[str], per_op: Sequence[int | None]) -> list[int | None]:
+    """Per op, its start shift less its predecessor's (``start_shifts``): what the two put into the gap before it."""
+    if len(per_op) != len(names):
+        raise ValueError("one start shift (or None) per op")
+    out: list[int | None] = [None] * len(names)
+    for i in range(1, len(names)):
+        own, before = per_op[i], per_op[i - 1]
+        if own is not None and before is not None:
+            out[i] = own - before
+    return out
+
+
 def event_lags(
     plan: Plan,
     host_launched: Sequence[bool],
@@ -1042,6 +1113,7 @@ def op_class_checks(
     under_cupti: Sequence[dict[str, Any]] | None = None,
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: HeadEffect | None = None,
+    start_bias: Sequence[int | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
     own, the duration) against CUPTI's.
@@ -1062,6 +1134,10 @@ def op_class_checks(
     With ``head_effect`` (piecewise: ``head_cupti_effect``), the class of op 0, whose gap is the head, takes CUPTI's
     effect from the head variant instead (``cupti_effect_source`` "head variant"), and its like-for-like reading is
     the clean head plus that effect: the head as the events would read it with only the step's start under CUPTI.
+
+    With ``start_bias`` (per op, ``start_biases``), each class carries the median of its ops' (``start_bias_ns``):
+    what an event after an op does to its start puts into the gap as the pairs read it. It explains a miss; it
+    changes no verdict.
 
     ``gap_verdict``: "agree" where the events' clean reading is within the bar of CUPTI's; "agree like for like"
     where it is not, CUPTI moves the class and the like-for-like reading is within the bar; "agree across
@@ -1088,6 +1164,10 @@ def op_class_checks(
             "gap_agrees": _close(events_gap, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL),
         }
         row["gap_verdict"] = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
+        if start_bias is not None and len(start_bias) == len(rows):
+            measured = [b for i in members if (b := start_bias[i]) is not None]
+            if measured:
+                row["start_bias_ns"] = float(statistics.median(measured))
         if head_effect is not None and members == [0]:
             effect, effect_noise = head_effect.effect_ns, head_effect.noise_ns
             like, source = events_gap + effect, CUPTI_EFFECT_HEAD_VARIANT
@@ -1145,6 +1225,7 @@ def clean_check(
     host_steady: bool | None = None,
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: HeadEffect | None = None,
+    start_bias: Sequence[int | None] | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 
@@ -1165,7 +1246,8 @@ def clean_check(
       ``under_cupti`` (the same pass's steps read while CUPTI ran, stitched), what CUPTI does to each class, and
       where it moves a class beyond the bar, that class is checked like for like; with ``capture_classes``, a
       class a second capture of the graphs moves beyond the bar is checked against it too; with ``head_effect``,
-      the head's class takes CUPTI's effect from the head variant (``op_class_checks``).
+      the head's class takes CUPTI's effect from the head variant; with ``start_bias``, each class carries what
+      an event after an op does to its start (``op_class_checks``).
     """
     cupti_overhead = ref.step_ns / clean_step_ns - 1.0 if clean_step_ns else None
     within = cupti_overhead is not None and abs(cupti_overhead) <= CUPTI_TRUST
@@ -1188,6 +1270,7 @@ def clean_check(
             under_cupti=like,
             capture_classes=capture_classes,
             head_effect=head_effect,
+            start_bias=start_bias,
         )
     ops_agree = all(o["gap_verdict"] != GAP_DISAGREE for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]

@@ -598,6 +598,7 @@ def kernel_pass(
         result["cupti_capture_check"] = _capture_check(clean, names, ref, counts, pool, markers, clean_ns / 1e6)
     shifts: list[int | None] | None = None
     anchor_bias: list[int | None] | None = None
+    start_bias: list[int | None] | None = None
     if density == "sampled":
         seen_ops = _grouped_ops(checked.seen, counts)
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, seen_ops)
@@ -605,6 +606,9 @@ def kernel_pass(
             hosted = [t.host_launched for t in timings]
             result["event_lags"] = _event_lags(plan, hosted, checked.seen.steps, seen_ops)
             anchor_bias, result["cupti_anchor_effects"] = sampled.anchor_effects(plan, names, hosted, seen_ops)
+            if ref is not None and ref.op_gap_ns is not None:
+                moved, result["cupti_start_shifts"] = sampled.start_shifts(plan, names, ref.op_gap_ns, seen_ops)
+                start_bias = sampled.start_biases(names, moved)
     try:
         if checked.refusal is not None:
             raise sampled.StitchRefused(checked.refusal)
@@ -639,7 +643,7 @@ def kernel_pass(
             seen = checked.seen
             head = sampled.head_cupti_effect(plan, steps, seen.steps) if seen is not None else None
             result["cupti_check"] = _cupti_check(
-                picture, clean_ns, ref, under, result["host_steady"], captured, head_effect=head
+                picture, clean_ns, ref, under, result["host_steady"], captured, head_effect=head, start_bias=start_bias
             )
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
@@ -895,6 +899,7 @@ def _cupti_check(
     host_steady: bool | None = None,
     capture_classes: Sequence[dict[str, Any]] = (),
     head_effect: sampled.HeadEffect | None = None,
+    start_bias: Sequence[int | None] | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
@@ -908,6 +913,7 @@ def _cupti_check(
         host_steady=host_steady,
         capture_classes=capture_classes,
         head_effect=head_effect,
+        start_bias=start_bias,
     )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "

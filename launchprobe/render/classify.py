@@ -23,8 +23,11 @@ from launchprobe.run.schema import (
     Memory,
     OpCheck,
     ShapeRecord,
+    StartShift,
     WhatIf,
 )
+
+START_SHIFT_SHOWN_NS = 200.0  # the start-shift line lists the classes an event moves by this much or more
 
 
 def build(run: ClassifyRun) -> Report:
@@ -373,12 +376,29 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
             f"pair's, by the class measured; CUPTI's event node costs more the more kernels follow it): {effects}; "
             "taken out of the like-for-like reading only"
         )
+    if kp.cupti_start_shifts:
+        lines.append(_start_shift_line(kp.cupti_start_shifts))
     if kp.cupti_capture_check is not None:
         lines.append(_capture_line(kp.cupti_capture_check))
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)
     return lines
+
+
+def _start_shift_line(shifts: list[StartShift]) -> str:
+    """Where an event after an op moves its start (CUPTI), and what that puts into each class's gap."""
+    moved = [s for s in shifts if abs(s.shift_ns) >= START_SHIFT_SHOWN_NS]
+    listed = ", ".join(
+        f"{s.op} {s.shift_ns / 1e3:+.2f}" + (f" (bias {s.bias_ns / 1e3:+.2f})" if s.bias_ns is not None else "")
+        for s in moved
+    )
+    return (
+        "start shifts (us; in the CUPTI cycle, an op's start in the steps that time its end less in the clean "
+        f"steps; the events see ends, not starts, so a class's gap carries its shift less its predecessor's, the "
+        f"bias): {listed or f'none of {len(shifts)} classes by {START_SHIFT_SHOWN_NS / 1e3:.1f} us or more'}; "
+        "reported, not corrected"
+    )
 
 
 def _capture_line(check: CaptureCheck) -> str:
@@ -540,6 +560,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
             + (" (like for like ok)" if o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE else "")
             + (f" (CUPTI's gap {moves[o.op] / 1e3:+.2f} us in a second capture)" if o.op in moves else "")
             + (" (ok against it)" if o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES else "")
+            + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")
             for o in bad[:6]
         )
         like_ok = sum(o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE for o in bad)

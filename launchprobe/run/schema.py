@@ -221,6 +221,9 @@ class OpCheck(Record, kw_only=True):
     cupti_second_capture_gap_ns_median: float | None = None
     capture_moved: bool | None = None
     gap_second_capture_agrees: bool | None = None
+    # what an event after an op does to where it starts, in this class's gap (CUPTI's StartShift.bias_ns): the
+    # events cannot see a start, so their reading carries it; reported beside the verdict, applied to nothing
+    start_bias_ns: float | None = None
     # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | agree across captures
     # (a second capture moves CUPTI's value beyond the bar; the reading agrees with that capture's) | disagree
     gap_verdict: str | None = None
@@ -242,6 +245,17 @@ class AnchorEffect(Record, kw_only=True):
     op: str
     effect_ns: float
     anchors: int
+
+
+class StartShift(Record, kw_only=True):
+    """Under CUPTI, how much sooner an op of one class starts in the steps that time its end than in the clean
+    steps (``shift_ns``, negative: sooner), and what that puts into the class's gap as the pairs read it: its own
+    shift less its predecessor's (``bias_ns``), medians over the class's ``ops`` (``sampled.start_shifts``)."""
+
+    op: str
+    shift_ns: float
+    bias_ns: float | None = None
+    ops: int
 
 
 class CaptureShift(Record, kw_only=True):
@@ -375,6 +389,9 @@ class KernelPass(Record, kw_only=True):
     event_lags: list[EventLag] | None = None
     # under CUPTI, the far pairs' anchor idle less the near pairs', per class: out of the like-for-like reading
     cupti_anchor_effects: list[AnchorEffect] | None = None
+    # under CUPTI, per class, how an event after an op moves its start, and what that puts into the class's gap
+    # (a diagnostic: the events cannot see it, and taking it from CUPTI would put CUPTI's gap into the reading)
+    cupti_start_shifts: list[StartShift] | None = None
     # graph modes: CUPTI's per-class gaps in a second capture of the clean graphs less in the first; a class it moves
     # beyond the bar is also checked against the second capture (OpCheck.gap_verdict "agree across captures")
     cupti_capture_check: CaptureCheck | None = None
