@@ -753,7 +753,7 @@ def start_shifts(
     and short by its own: its bias is its shift less its predecessor's. No event can see either, and taking them
     from CUPTI would put CUPTI's own gaps into the reading that the check sets against CUPTI, so they are reported
     and applied to nothing. On the H200 (2026-12-02, docs/performance.md) the PDL-launched norm, silu_mul and
-    full-graph attention kernels started 0.4-0.8 us sooner with an event node after them, and the events' per-class
+    full-graph attention kernels started 0.34-0.78 us sooner with an event node after them, and the events' per-class
     misses followed the biases. Op 0 (the gap between steps) is left out.
 
     Returns the shift per op (None where unmeasured) and per class {op, shift_ns, bias_ns, ops}: medians over its
