@@ -332,6 +332,13 @@ def test_kernel_pass_sections() -> None:
     )
     moved.cupti_effect_source = "head variant"  # piecewise: the head's class, its effect from the head variant
     assert f"({moved.op} +2.00 +/- 0.30 us by the head variant)" in plain_output(run, width=400)
+    # a start bias beside the miss, and the op table's start bias column, once any class carries one
+    assert "start bias" not in like
+    moved.start_bias_ns = -610.0
+    biased = plain_output(run, width=400)
+    assert f"{moved.op} -2.00 us (like for like ok) (start bias -0.61)" in biased
+    assert "start bias: how much the events' gap moves" in biased and "-0.61" in biased
+    moved.start_bias_ns = None
     assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1
     assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared
     strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]

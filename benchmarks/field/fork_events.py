@@ -14,6 +14,9 @@ their ops (two events of a step less CUPTI's two ends). Without CUPTI, each vari
 (``kernel_pass.alternating``). On the GPU machine:
 
     source .gpu/setup.sh; python3 benchmarks/field/fork_events.py --out $OUT/fork.json
+
+docs/performance.md (2026-12-02, 01:35 UTC) has what it showed: the forked event moves the op's start as the inline
+one does, and keeps the next op's.
 """
 
 from __future__ import annotations

@@ -291,6 +291,7 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
     if not kp.ops:
         return None
     checks = {o.op: o for o in kp.cupti_check.ops} if kp.cupti_check is not None else {}
+    biased = any(c.start_bias_ns is not None for c in checks.values())
     body = []
     for o in kp.ops:
         row = [
@@ -306,18 +307,25 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
             row += [
                 v.sig(check.cupti_duration_ns_median, 1e-3) if check else v.MISSING,
                 v.sig(check.cupti_gap_ns_median, 1e-3) if check else v.MISSING,
-                _class_mark(check) if check else v.MISSING,
             ]
+            if biased:
+                row.append(v.signed(check.start_bias_ns, 2, 1e-3) if check else v.MISSING)
+            row.append(_class_mark(check) if check else v.MISSING)
         body.append(row)
     columns = ["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep", "achieved\nTB/s"]
     if checks:
-        columns += ["CUPTI\nduration us", "CUPTI\ngap us", "gap vs\nCUPTI"]
+        columns += ["CUPTI\nduration us", "CUPTI\ngap us"] + (["start\nbias us"] if biased else []) + ["gap vs\nCUPTI"]
     title = f"Per-kernel pass: {v.text(r.mode)}, batch {v.integer(r.batch)}"
     if kp.picture == "stitched":
         title += " (stitched from sampled steps)"
     elif kp.picture == "instrumented":
         title += " (dense: the instrumented step, perturbed)"
     note = "CUPTI: clean steps, no events; gap vs CUPTI: within 1 us or 15%" if checks else ""
+    if biased:
+        note += (
+            "; start bias: how much the events' gap moves because an event after an op moves its start (CUPTI's "
+            "start shift of the op less its predecessor's; not corrected)"
+        )
     return Table(title=title, columns=columns, rows=body, note=note)
 
 

@@ -18,6 +18,12 @@ def fixed(value: Any, digits: int = 2, scale: float = 1.0) -> str:
     return MISSING if x is None else f"{x * scale:,.{digits}f}"
 
 
+def signed(value: Any, digits: int = 2, scale: float = 1.0) -> str:
+    """A number with its sign always shown: +0.45, -0.61."""
+    x = number(value)
+    return MISSING if x is None else f"{x * scale:+.{digits}f}"
+
+
 def sig(value: Any, scale: float = 1.0) -> str:
     """About three significant digits: 0.0123, 1.23, 12.3, 1,234."""
     x = number(value)
