@@ -140,6 +140,21 @@ def build(shape_name: str, batches: list[int], args: argparse.Namespace) -> tupl
     return model, config
 
 
+def kernel_counts(ops: Any, attempts: int = 3) -> list[int]:
+    """The counting pass's kernels per op (``kernel_pass.kernel_counts``), tried again where its clustering split an
+    op (a noisy host); for the lab tools that group CUPTI's kernels themselves."""
+    from launchprobe.analysis import sampled
+    from launchprobe.measure import kernel_pass
+
+    for attempt in range(attempts):
+        try:
+            return kernel_pass.kernel_counts(ops)[0]
+        except sampled.StitchRefused:
+            if attempt == attempts - 1:
+                raise
+    raise ValueError("attempts must be at least 1")
+
+
 def run_cell(
     model: Any, config: Any, state: dict[str, Any], mode: str, batch: int, args: argparse.Namespace
 ) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from launchprobe.analysis import sampled
 from launchprobe.measure import kernel_pass
 from launchprobe.workload.model import Op
 from launchprobe.workload.modes import StepRunner, split_segments
@@ -407,3 +408,26 @@ def test_the_capture_check_says_why_when_the_second_capture_cannot_be_read(
     assert capture is not None and capture.classes == [] and capture.step_shift_ns is None
     assert capture.note == "not measured: the clean steps split into 35 kernels, not 36"
     assert result.stitched and result.cupti_check is not None and result.cupti_check.available
+
+
+def test_the_lab_tools_count_kernels_again_where_the_clustering_split_an_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_sampled_gaps as bench
+
+    calls: list[int] = []
+
+    def counting(ops: Any) -> tuple[list[int], list[str]]:
+        calls.append(1)
+        if len(calls) < 3:
+            raise sampled.StitchRefused("an op split in two")
+        return [1, 2], ["a", "b", "b"]
+
+    monkeypatch.setattr(kernel_pass, "kernel_counts", counting)
+    assert bench.kernel_counts([]) == [1, 2] and len(calls) == 3
+    calls.clear()
+    with pytest.raises(sampled.StitchRefused):
+        bench.kernel_counts([], attempts=2)
+    assert len(calls) == 2

@@ -79,13 +79,7 @@ def cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]:
     pool = torch.cuda.graph_pool_handle()
     ops = model.step(batch)
     names = [o.name for o in ops]
-    for attempt in range(3):  # the counting pass's clustering can split an op on a noisy host: try again
-        try:
-            counts, _ = kp.kernel_counts(ops)
-            break
-        except sampled.StitchRefused:
-            if attempt == 2:
-                raise
+    counts = bench.kernel_counts(ops)
     clean = prepare("full", batch, ops, pool, Markers("steps"))
     warm_up(clean.run, 10, True)
     layers = list(range(1, (len(ops) - 3) // 10, args.every))
