@@ -4,28 +4,29 @@ Eager: the host spends ``launch_ns[i]`` per op, then the kernel runs at max(GPU 
 ``duration_ns[i]``. An event record costs the host ``record_ns`` and the GPU ``event_gpu_ns`` once the stream
 reaches it (it fires then). At most ``queue_depth`` items may be pending: the host blocks on a full queue. Graph:
 one replay call of ``replay_ns`` host time submits every node; nodes run back to back ``node_gap_ns`` apart, an
-event node costing ``event_node_ns`` of GPU time; with ``overlap_ns`` (programmatic dependent launch) kernel
-node i starts ``overlap_ns[i]`` earlier than it otherwise would, unless an event node sits before it: an event's
-cost then depends on the kernel after it, as on the GPU; with ``slowdown_ns``, kernel i then also ends
-``slowdown_ns[i]`` later (the early blocks of kernel i + 1 share its SMs), so an event after it, which keeps kernel
-i + 1 from starting early, moves its end. With ``refill_ns``, the launch pipeline an event node
-drained refills over a few kernels: the k-th kernel-to-kernel edge after an event node is ``refill_ns[k - 1]``
-longer (a chain of identical kernels on the H200 read so, docs/performance.md). With ``start_ns``, a graph step's
-first kernel starts no sooner than that long after the boundary event, and ``fresh_start_ns`` sooner where one
-of its first ``first_piece`` ops has an event after it, or the step before had one after one of its last
-``last_piece`` ops (piecewise on the H200: the gap into a step depended on which graphs ran on either side of the
-boundary, the clean runner's or pieces captured afresh with an event node). With ``segment_ns``, an event node
-leaves the GPU idle that much longer per kernel that follows it before the next event node or the step's last
-kernel, up to ``segment_cap`` kernels (CUPTI on the H200: 3.5 us after an event node 3 kernels before the next,
-3.9-4.3 at 4, 5.1-5.6 at 12 or more; the wrap pair's anchors, 3 kernels before the step's end or an event after
-its last op, idled alike). With ``past_piece_ns``, an event node at or before op ``piece_end`` (the first graph
-piece's last op) whose next event lies past it idles that much longer (piecewise on the H200, with or without
-CUPTI: the far anchor of the pair for the host-launched op after a piece idled 0.8-1.7 us longer than the near
-one, whose next event closes the piece). A step may time ops "after the replay" (``step(after_replay=True)``): a
-host event recorded right after the piece's replay, which fires when the op ends and, being no node in the graph,
-neither makes the piece fresh nor idles past it. Every step starts with the clean timing's boundary event.
-Returns, per step, the boundary time, each event's fire time and each kernel's (start, end): what the CUDA events
-and CUPTI would report.
+event node costing ``event_node_ns`` of GPU time; with ``overlap_ns`` (programmatic dependent launch) kernel node i
+starts ``overlap_ns[i]`` earlier than it otherwise would, unless an event node sits before it: an event's cost then
+depends on the kernel after it, as on the GPU; with ``slowdown_ns``, kernel i then also ends ``slowdown_ns[i]``
+later (the early blocks of kernel i + 1 share its SMs), so an event after it, which keeps kernel i + 1 from starting
+early, moves its end. With ``refill_ns``, the launch pipeline an event node drained refills over a few kernels: the
+k-th kernel-to-kernel edge after an event node is ``refill_ns[k - 1]`` longer (a chain of identical kernels on the
+H200 read so, docs/performance.md). With ``start_ns``, a graph step's first kernel starts no sooner than that long
+after the boundary event, and ``fresh_start_ns`` sooner where one of its first ``first_piece`` ops has an event
+after it, or the step before had one after one of its last ``last_piece`` ops (piecewise on the H200: the gap into a
+step depended on which graphs ran on either side of the boundary, the clean runner's or pieces captured afresh with
+an event node). With ``segment_ns``, an event node leaves the GPU idle that much longer per kernel that follows it
+before the next event node or the step's last kernel, up to ``segment_cap`` kernels (CUPTI on the H200: 3.5 us after
+an event node 3 kernels before the next, 3.9-4.3 at 4, 5.1-5.6 at 12 or more; the wrap pair's anchors, 3 kernels
+before the step's end or an event after its last op, idled alike). With ``early_ns``, kernel i with an event node
+after it starts ``early_ns[i]`` sooner and ends where it would have, so CUPTI reads it that much longer (the
+PDL-launched norms on the H200 started 0.4-0.8 us sooner with an event after them, docs/gaps.md; no event can see a
+start). With ``past_piece_ns``, an event node at or before op ``piece_end`` (the first graph piece's last op) whose
+next event lies past it idles that much longer (piecewise on the H200, with or without CUPTI: the far anchor of the
+pair for the host-launched op after a piece idled 0.8-1.7 us longer than the near one, whose next event closes the
+piece). A step may time ops "after the replay" (``step(after_replay=True)``): a host event recorded right after the
+piece's replay, which fires when the op ends and, being no node in the graph, neither makes the piece fresh nor
+idles past it. Every step starts with the clean timing's boundary event. Returns, per step, the boundary time, each
+event's fire time and each kernel's (start, end): what the CUDA events and CUPTI would report.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Stream:
     overlap_ns: list[int] = field(default_factory=list)
     refill_ns: list[int] = field(default_factory=list)
     slowdown_ns: list[int] = field(default_factory=list)
+    early_ns: list[int] = field(default_factory=list)
     jitter_ns: int = 0
     start_ns: int = 0
     fresh_start_ns: int = 0
@@ -106,7 +108,10 @@ class Stream:
             earliest = max(submit + self.latency_ns, self.gpu + self.start_ns - (self.fresh_start_ns if fresh else 0))
             since_event = len(self.refill_ns) + 1  # kernels run since the last event node (none yet: refilled)
             for i, duration in enumerate(self.duration_ns):
-                kernels.append(self._run(earliest, duration))
+                start, finish = self._run(earliest, duration)
+                if i in nodes and i < len(self.early_ns):
+                    start -= self.early_ns[i]
+                kernels.append((start, finish))
                 since_event += 1
                 earliest = self.gpu + self.node_gap_ns
                 if i in marks:

@@ -1030,3 +1030,37 @@ def test_the_head_effect_is_the_head_variants_end_under_cupti_less_without() -> 
     assert effect.noise_ns > 0
     assert head_cupti_effect(plan, clean, []) is None  # no head-variant run under CUPTI
     assert head_cupti_effect(pair_plan(40, 20, 4), clean, under) is None  # no head variant: op 0's solo end
+
+
+def test_an_event_that_moves_its_ops_start_puts_the_start_bias_into_the_gaps_and_not_into_their_sum() -> None:
+    # ops of class op1 and op3 start 600 and 300 ns sooner with an event node after them (ending where they would
+    # have): the events cannot see it, and the end shifts, taken from CUPTI's durations, read it as a later end
+    n, reach, m = 43, 4, 9
+    durations = _durations(n)
+    early = [600 if i % 5 == 1 else 300 if i % 5 == 3 else 0 for i in range(n)]
+    early[-1] = 0  # the last op's shift would move the tail, which is measured apart
+    kw: dict[str, Any] = {"graph": True, "early_ns": early}
+    _, clean_kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
+    truth = clean_gaps(clean_kernels)
+    plan = pair_plan(n, m, reach)
+    steps, kernels = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3, follows=plan.follows
+    )
+    names = [op.op for op in timings(n)]
+    seen: dict[int, list[list[tuple[int, int]]]] = {}
+    for s, k in zip(steps, kernels):
+        seen.setdefault(s.variant, []).append([(round(a), round(b)) for a, b in k])
+    clean_durations = [float(b - a) for a, b in clean_kernels[-1]]
+    shifts = end_shifts(plan, clean_durations, {v: [[b - a for a, b in st] for st in sts] for v, sts in seen.items()})
+    assert [shifts[i] for i in range(1, n - 1) if shifts[i] is not None] == [-early[i] for i in range(1, n - 1)]
+    per_op, rows = start_shifts(plan, names, truth, seen)
+    assert per_op[1:] == [-e for e in early[1:]]  # every op from 1 on is timed somewhere
+    by_class = {row["op"]: row for row in rows}
+    assert by_class["op1"]["shift_ns"] == -600 and by_class["op2"]["bias_ns"] == 600
+    assert by_class["op3"]["bias_ns"] == -300 and by_class["op4"]["bias_ns"] == 300
+    stitched = stitch(timings(n), steps, plan, [round(d) for d in clean_durations], end_shift_ns=shifts)
+    errors = [r["gap_before_ns"] - t for r, t in zip(stitched.rows, truth)]
+    bias = start_biases(names, per_op)
+    assert bias[1] is None and errors[1] == pytest.approx(per_op[1], abs=2)  # op 0 (not moved) has no shift read
+    assert errors[2:] == pytest.approx(bias[2:], abs=2)  # each gap reads its start bias
+    assert abs(sum(errors)) <= 2 * n  # and their sum, the signed gap total, none of it
