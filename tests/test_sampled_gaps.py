@@ -8,6 +8,7 @@ gaps in the regimes where the argument of analysis/sampled.py holds, and the den
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -719,23 +720,40 @@ def test_event_lags_by_the_kinds_of_two_events_of_one_step() -> None:
     assert "host-host" not in out
 
 
+@dataclass
+class _GraphPass:
+    clean_kernels: list[list[tuple[float, float]]]
+    truth: list[float]
+    plan: Plan
+    steps: list[SampledStep]
+    seen: dict[int, list[list[tuple[int, int]]]]  # per variant, per step it ran: each op's (start, end), as CUPTI
+    names: list[str]
+
+
+def _graph_pass(n: int, reach: int, m: int, **stream: Any) -> _GraphPass:
+    """A full-graph step of ``_durations(n)`` in the simulator: its clean gaps, and the paired plan's sampled steps
+    (3 cycles) with their kernels grouped per variant as CUPTI would see them."""
+    durations = _durations(n)
+    _, clean_kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, graph=True, **stream), 6)
+    plan = pair_plan(n, m, reach)
+    steps, kernels = run_sampled(
+        Stream(duration_ns=durations, launch_ns=[8_000] * n, graph=True, **stream), plan.variants, 3,
+        follows=plan.follows,
+    )  # fmt: skip
+    seen: dict[int, list[list[tuple[int, int]]]] = {}
+    for s, k in zip(steps, kernels):
+        seen.setdefault(s.variant, []).append([(round(a), round(b)) for a, b in k])
+    return _GraphPass(clean_kernels, clean_gaps(clean_kernels), plan, steps, seen, [op.op for op in timings(n)])
+
+
 def test_anchor_effects_take_the_far_pairs_longer_idle_out_of_the_gaps() -> None:
     # under CUPTI an event node idles 450 ns longer per kernel before the next event: a far pair's anchor (next
     # event r ops on) 450 ns longer than a near pair's (r - 1 on), so every paired gap reads 450 ns long and the
     # head, op h's end less the gaps before it, that much short where h >= r
     n, reach, m = 43, 4, 9
     durations = _durations(n)
-    kw: dict[str, Any] = {"graph": True, "segment_ns": 450}
-    _, clean_kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
-    truth = clean_gaps(clean_kernels)
-    plan = pair_plan(n, m, reach)
-    steps, kernels = run_sampled(
-        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3, follows=plan.follows
-    )
-    names = [op.op for op in timings(n)]
-    seen: dict[int, list[list[tuple[int, int]]]] = {}
-    for s, k in zip(steps, kernels):
-        seen.setdefault(s.variant, []).append([(round(a), round(b)) for a, b in k])
+    run = _graph_pass(n, reach, m, segment_ns=450)
+    truth, plan, steps, seen, names = run.truth, run.plan, run.steps, run.seen, run.names
     per_op, rows = anchor_effects(plan, names, [False] * n, seen)
     assert {row["op"]: row["effect_ns"] for row in rows} == {f"op{c}": 450 for c in range(5)}
     assert per_op[:reach] == [None] * reach and per_op[reach:] == [450] * (n - reach)
@@ -1036,21 +1054,11 @@ def test_an_event_that_moves_its_ops_start_puts_the_start_bias_into_the_gaps_and
     # ops of class op1 and op3 start 600 and 300 ns sooner with an event node after them (ending where they would
     # have): the events cannot see it, and the end shifts, taken from CUPTI's durations, read it as a later end
     n, reach, m = 43, 4, 9
-    durations = _durations(n)
     early = [600 if i % 5 == 1 else 300 if i % 5 == 3 else 0 for i in range(n)]
     early[-1] = 0  # the last op's shift would move the tail, which is measured apart
-    kw: dict[str, Any] = {"graph": True, "early_ns": early}
-    _, clean_kernels = clean_steps(Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), 6)
-    truth = clean_gaps(clean_kernels)
-    plan = pair_plan(n, m, reach)
-    steps, kernels = run_sampled(
-        Stream(duration_ns=durations, launch_ns=[8_000] * n, **kw), plan.variants, 3, follows=plan.follows
-    )
-    names = [op.op for op in timings(n)]
-    seen: dict[int, list[list[tuple[int, int]]]] = {}
-    for s, k in zip(steps, kernels):
-        seen.setdefault(s.variant, []).append([(round(a), round(b)) for a, b in k])
-    clean_durations = [float(b - a) for a, b in clean_kernels[-1]]
+    run = _graph_pass(n, reach, m, early_ns=early)
+    truth, plan, steps, seen, names = run.truth, run.plan, run.steps, run.seen, run.names
+    clean_durations = [float(b - a) for a, b in run.clean_kernels[-1]]
     shifts = end_shifts(plan, clean_durations, {v: [[b - a for a, b in st] for st in sts] for v, sts in seen.items()})
     assert [shifts[i] for i in range(1, n - 1) if shifts[i] is not None] == [-early[i] for i in range(1, n - 1)]
     per_op, rows = start_shifts(plan, names, truth, seen)
