@@ -816,7 +816,7 @@ def test_the_op_check_carries_the_start_bias_and_keeps_its_verdict() -> None:
         steps=8, step_ns=10_000.0, busy_ns=5_000.0, kernels_per_step=5,
         op_duration_ns=[1_000.0] * 5, op_gap_ns=[3_000.0, 600.0, 300.0, 600.0, 300.0],
     )  # fmt: skip
-    checks = {c["op"]: c for c in op_class_checks(rows, ref, start_bias=[None, -800, 800, -800, 800])}
+    checks = {c["op"]: c for c in op_class_checks(rows, ref, start_bias={"x": -800.0, "y": 800.0, "z": None})}
     assert checks["x"]["start_bias_ns"] == -800 and checks["y"]["start_bias_ns"] == 800
     assert checks["y"]["gap_verdict"] == "disagree" and checks["x"]["gap_verdict"] == "agree"  # 1.4 us vs 0.8 us off
     assert "start_bias_ns" not in checks["embed"]

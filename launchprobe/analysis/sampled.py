@@ -722,16 +722,21 @@ def end_shifts(
     n = len(clean_durations_ns)
     samples: list[list[int]] = [[] for _ in range(n)]
     for v, steps in variant_durations_ns.items():
-        if plan.roles[v] == "dense":
-            continue
-        marked = set(plan.variants[v])
+        alone = _timed_alone(plan, v, n)
         for durations in steps:
-            if len(durations) != n:
-                continue
-            for i in marked:
-                if 0 <= i < n and (i == 0 or i - 1 not in marked):
+            if len(durations) == n:
+                for i in alone:
                     samples[i].append(round(clean_durations_ns[i] - durations[i]))
     return [round(statistics.median(x)) if x else None for x in samples]
+
+
+def _timed_alone(plan: Plan, variant: int, n: int) -> list[int]:
+    """The ops a variant's steps time with no event after the op before (``end_shifts``, ``start_shifts``): only
+    what follows such an op differs from the clean step. None in a dense variant or one not in the plan."""
+    if not 0 <= variant < len(plan.roles) or plan.roles[variant] == "dense":
+        return []
+    marked = set(plan.variants[variant])
+    return sorted(i for i in marked if 0 <= i < n and (i == 0 or i - 1 not in marked))
 
 
 def start_shifts(
@@ -761,30 +766,24 @@ def start_shifts(
     n = len(names)
     moved: list[list[int]] = [[] for _ in range(n)]
     for v, steps in op_intervals.items():
-        if not 0 <= v < len(plan.roles) or plan.roles[v] == "dense":
-            continue
-        marked = set(plan.variants[v])
+        alone = [i for i in _timed_alone(plan, v, n) if i >= 1]
         for step in steps:
-            if len(step) != n:
-                continue
-            latest = np.maximum.accumulate(np.asarray([end for _, end in step], dtype=np.int64))
-            for i in marked:
-                if 1 <= i < n and i - 1 not in marked:
+            if len(step) == n:
+                latest = np.maximum.accumulate(np.asarray([end for _, end in step], dtype=np.int64))
+                for i in alone:
                     moved[i].append(int(step[i][0] - latest[i - 1]))
     per_op: list[int | None] = [None] * n
     for i in range(1, n):
         if moved[i]:
             per_op[i] = round(statistics.median(moved[i]) - clean_gaps_ns[i])
+    bias = start_biases(names, per_op)
     shifts: dict[str, list[int]] = {}
     biases: dict[str, list[int]] = {}
-    for i in range(1, n):
-        own = per_op[i]
-        if own is None:
-            continue
-        shifts.setdefault(names[i], []).append(own)
-        before = per_op[i - 1]
-        if before is not None:
-            biases.setdefault(names[i], []).append(own - before)
+    for i, own in enumerate(per_op):
+        if own is not None:
+            shifts.setdefault(names[i], []).append(own)
+            if (b := bias[i]) is not None:
+                biases.setdefault(names[i], []).append(b)
     rows = [
         {"op": name, "shift_ns": float(statistics.median(values)),
          "bias_ns": float(statistics.median(biases[name])) if name in biases else None, "ops": len(values)}
@@ -1113,7 +1112,7 @@ def op_class_checks(
     under_cupti: Sequence[dict[str, Any]] | None = None,
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: HeadEffect | None = None,
-    start_bias: Sequence[int | None] | None = None,
+    start_bias: Mapping[str, float | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
     own, the duration) against CUPTI's.
@@ -1135,7 +1134,7 @@ def op_class_checks(
     effect from the head variant instead (``cupti_effect_source`` "head variant"), and its like-for-like reading is
     the clean head plus that effect: the head as the events would read it with only the step's start under CUPTI.
 
-    With ``start_bias`` (per op, ``start_biases``), each class carries the median of its ops' (``start_bias_ns``):
+    With ``start_bias`` (per class, ``start_shifts``' ``bias_ns``), each class carries its bias (``start_bias_ns``):
     what an event after an op does to its start puts into the gap as the pairs read it. It explains a miss; it
     changes no verdict.
 
@@ -1164,10 +1163,8 @@ def op_class_checks(
             "gap_agrees": _close(events_gap, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL),
         }
         row["gap_verdict"] = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
-        if start_bias is not None and len(start_bias) == len(rows):
-            measured = [b for i in members if (b := start_bias[i]) is not None]
-            if measured:
-                row["start_bias_ns"] = float(statistics.median(measured))
+        if start_bias is not None and start_bias.get(name) is not None:
+            row["start_bias_ns"] = start_bias[name]
         if head_effect is not None and members == [0]:
             effect, effect_noise = head_effect.effect_ns, head_effect.noise_ns
             like, source = events_gap + effect, CUPTI_EFFECT_HEAD_VARIANT
@@ -1225,7 +1222,7 @@ def clean_check(
     host_steady: bool | None = None,
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: HeadEffect | None = None,
-    start_bias: Sequence[int | None] | None = None,
+    start_bias: Mapping[str, float | None] | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 

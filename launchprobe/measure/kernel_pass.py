@@ -601,7 +601,7 @@ def kernel_pass(
         result["cupti_capture_check"] = _capture_check(clean, names, ref, counts, pool, markers, clean_ns / 1e6)
     shifts: list[int | None] | None = None
     anchor_bias: list[int | None] | None = None
-    start_bias: list[int | None] | None = None
+    start_bias: dict[str, float | None] | None = None
     if density == "sampled":
         seen_ops = _grouped_ops(checked.seen, counts)
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, seen_ops)
@@ -610,8 +610,9 @@ def kernel_pass(
             result["event_lags"] = _event_lags(plan, hosted, checked.seen.steps, seen_ops)
             anchor_bias, result["cupti_anchor_effects"] = sampled.anchor_effects(plan, names, hosted, seen_ops)
             if ref is not None and ref.op_gap_ns is not None:
-                moved, result["cupti_start_shifts"] = sampled.start_shifts(plan, names, ref.op_gap_ns, seen_ops)
-                start_bias = sampled.start_biases(names, moved)
+                _, starts = sampled.start_shifts(plan, names, ref.op_gap_ns, seen_ops)
+                result["cupti_start_shifts"] = starts
+                start_bias = {row["op"]: row["bias_ns"] for row in starts}
     try:
         if checked.refusal is not None:
             raise sampled.StitchRefused(checked.refusal)
@@ -902,7 +903,7 @@ def _cupti_check(
     host_steady: bool | None = None,
     capture_classes: Sequence[dict[str, Any]] = (),
     head_effect: sampled.HeadEffect | None = None,
-    start_bias: Sequence[int | None] | None = None,
+    start_bias: dict[str, float | None] | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
