@@ -224,6 +224,7 @@ def summarise(
         "anchor_effects": {e.op: e.effect_ns for e in kp.cupti_anchor_effects or []},
         "start_shifts": {e.op: e.shift_ns for e in kp.cupti_start_shifts or [] if abs(e.shift_ns) >= 200},
         "capture_shifts": capture_shifts(kp),
+        **timer_summary(kp),
     }  # fmt: skip
     if check is not None and check.available:
         failing = [
@@ -265,6 +266,22 @@ def summarise(
             agrees=check.agrees,
         )
     return cell
+
+
+def timer_summary(kp: Any) -> dict[str, Any]:
+    """The timer pairs' per-class check: classes within the bar of CUPTI, of those checked, and the misses."""
+    timers = kp.timer_pairs
+    if timers is None or not timers.measured:
+        return {}
+    checked = [c for c in timers.classes or [] if c.gap_agrees is not None]
+    return {
+        "timer_classes": len(checked),
+        "timer_classes_within_bar": sum(bool(c.gap_agrees) for c in checked),
+        "timer_ops_agree": timers.ops_agree,
+        "timer_excess_us": (timers.mean_excess_ns or 0.0) / 1e3,
+        "timer_overhead": timers.overhead_fraction,
+        "timer_misses": [f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}" for c in checked if not c.gap_agrees],
+    }
 
 
 def capture_shifts(kp: Any) -> dict[str, float]:
@@ -394,6 +411,19 @@ def table(cells: list[dict[str, Any]]) -> str:
         rows.append(
             "start shifts (us, under CUPTI an op's start in the steps that time its end less in the clean steps, "
             f"classes moved 0.2 us or more; reported, not corrected): {starts}"
+        )
+    timers = [
+        f"{c['shape']} {c['mode']} b{c['batch']}: {c['timer_classes_within_bar']}/{c['timer_classes']}"
+        + (" (CUPTI not trusted)" if c.get("timer_ops_agree") is None else "")
+        + f", excess {c['timer_excess_us']:+.2f} us, steps {pct(c.get('timer_overhead'))}"
+        + (f" [{', '.join(c['timer_misses'])}]" if c.get("timer_misses") else "")
+        for c in cells
+        if c.get("timer_classes")
+    ]
+    if timers:
+        rows.append(
+            "timer pairs (classes within 1 us or 15% of CUPTI's clean gap, of those read; their mean excess over the "
+            "stitched gaps, taken out; the pair steps against clean; misses, us): " + "; ".join(timers)
         )
     misses = [f"{c['shape']} {c['mode']} b{c['batch']}: {', '.join(c['misses'])}" for c in cells if c.get("misses")]
     if misses:

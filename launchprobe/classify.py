@@ -679,6 +679,7 @@ def run_kernel_pass(
         sampling_s=config.kernel_seconds,
         markers=markers,
         reach=sampled.DEFAULT_REACH if reach is None else reach,
+        timer_pdl=config.pdl,
     )
     # Per-op achieved bandwidth, so the weak kernels of a step are visible (bytes of the bucket's batch).
     costs = costmodel.step_cost(config.shape, bucket, config.context, config.dtype).by_name()

@@ -87,7 +87,7 @@ def test_kernel_counts_match_the_step() -> None:
 
 @pytest.mark.parametrize("mode", ["eager", "piecewise", "full"])
 def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
-    from launchprobe.analysis import sampled
+    from launchprobe.analysis import sampled, timer_pairs
     from launchprobe.measure import kernel_pass
 
     result = _pass(mode)
@@ -163,6 +163,22 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
         assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)
+    timers = result.timer_pairs  # graph modes: each graphed op after a graphed op, read by a timer pair
+    if mode == "eager":
+        assert timers is None
+    else:
+        covered = [i for i in range(1, len(rows)) if not hosted[i] and not hosted[i - 1]]
+        assert timers is not None and timers.measured and timers.ops_covered == len(covered)
+        gaps = timers.gaps_ns
+        assert gaps is not None and [i for i, g in enumerate(gaps) if g is not None] == covered
+        # split so the covered ops sum to the stitch, each op keeping its pair's reading less one mean excess
+        assert sum(gaps[i] or 0.0 for i in covered) == pytest.approx(sum(rows[i].gap_before_ns for i in covered))
+        assert timers.steps == timers.variants * timer_pairs.PAIR_STEPS
+        assert timers.overhead_fraction is not None and timers.mean_excess_ns is not None
+        classes = timers.classes or []
+        assert {c.op for c in classes} == {rows[i].op for i in covered}
+        if check.cupti_op_busy_ns is not None:  # CUPTI's clean gaps per class beside the timers'
+            assert all(c.cupti_gap_ns_median is not None and c.gap_agrees is not None for c in classes)
 
 
 @pytest.mark.parametrize("mode", ["eager", "full"])

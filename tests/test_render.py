@@ -26,6 +26,8 @@ from launchprobe.run.schema import (
     IdleStretch,
     Run,
     StartShift,
+    TimerPairClass,
+    TimerPairs,
     TopKernel,
 )
 
@@ -271,6 +273,31 @@ def test_kernel_pass_sections() -> None:
     full_pass_.cupti_start_shifts = [StartShift(op="down", shift_ns=10.0, bias_ns=None, ops=16)]
     assert "none of 1 classes by 0.2 us or more" in plain_output(run, width=500)
     full_pass_.cupti_start_shifts = None
+    assert "timer pairs" not in anchors
+    classes = [
+        TimerPairClass(op="silu_mul", count=16, gap_ns_median=610.0, raw_gap_ns_median=900.0,
+                       cupti_gap_ns_median=650.0, gap_diff_ns=-40.0, gap_agrees=True),
+        TimerPairClass(op="qkv", count=16, gap_ns_median=1_800.0, raw_gap_ns_median=2_100.0,
+                       cupti_gap_ns_median=450.0, gap_diff_ns=1_350.0, gap_agrees=False),
+    ]  # fmt: skip
+    full_pass_.timer_pairs = TimerPairs(
+        measured=True, ops_covered=162, steps=960, overhead_fraction=0.003, mean_excess_ns=290.0,
+        classes=classes, ops_agree=False,
+    )  # fmt: skip
+    timers = plain_output(run, width=500)
+    assert (
+        "timer pairs (a timer kernel after op i - 1 and op i of one step; 162 ops, 960 steps, +0.3% against" in timers
+    )
+    assert "mean excess +0.29 us over the stitched gaps taken out" in timers
+    assert "1 of 2 op classes within 1 us or 15% of CUPTI's clean gap, DISAGREE (qkv +1.35 us)" in timers
+    full_pass_.timer_pairs.ops_agree = None
+    assert "not judged: CUPTI not trusted op for op (qkv +1.35 us)" in plain_output(run, width=500)
+    full_pass_.timer_pairs.classes = classes[:1]
+    full_pass_.timer_pairs.ops_agree = True
+    assert "1 of 1 op classes within 1 us or 15% of CUPTI's clean gap, AGREE" in plain_output(run, width=500)
+    full_pass_.timer_pairs = TimerPairs(measured=False, note="no two consecutive ops inside one captured graph")
+    assert "timer pairs: not measured (no two consecutive ops inside one captured graph)" in plain_output(run, 500)
+    full_pass_.timer_pairs = None
     assert "second capture of the clean graphs" not in anchors
     full_pass_.cupti_capture_check = CaptureCheck(
         classes=[

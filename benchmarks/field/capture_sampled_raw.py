@@ -6,7 +6,8 @@ runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per co
 ``counts``) and one per kernel pass: mode, bucket, reach, op names, layers, host_launched, the plan, durations,
 every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed
 in the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``,
-``cupti_clean_in_cycles``), CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step
+``cupti_clean_in_cycles``) and for the timer pairs (``timer_steps``, ``timer_clean_in_cycles``), CUPTI's clean
+steps (kernel names of the first, [start, end] of every kernel, step
 times), the same for the capture check's second capture of the clean graphs (``cupti_second``, graph modes) and
 what the pass reported. OUTDIR/cycle_MODE.json.gz holds, per pass of that mode, [bucket, ops, steps]:
 every step of the CUPTI cycle in run order (clean ones as negative variants), each as [variant, its first kernel's
@@ -67,7 +68,9 @@ def main() -> None:
         if kwargs.get("ran") is not None:  # the CUPTI cycle: its run order, clean steps as negative variants
             current["cupti_ran"] = list(kwargs["ran"])
         rows = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
-        if "steps" in current:  # the second call: the cycle the pass runs again under CUPTI
+        if args and isinstance(args[0], kp.TimerVariants):  # the timer pairs' steps: timer readings, GPU clock
+            current["timer_steps"], current["timer_clean_in_cycles"] = rows, clean_ns
+        elif "steps" in current:  # the second call: the cycle the pass runs again under CUPTI
             current["cupti_steps"], current["cupti_clean_in_cycles"] = rows, clean_ns
         else:
             current["steps"], current["clean_in_cycles"] = rows, clean_ns

@@ -18,9 +18,9 @@ import statistics
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol
 
-from launchprobe.analysis import sampled
+from launchprobe.analysis import sampled, timer_pairs
 from launchprobe.analysis.kernel_gaps import OpTiming, gap_distribution
 from launchprobe.measure.cupti import cuda_intervals
 from launchprobe.measure.markers import Markers
@@ -170,6 +170,16 @@ def op_layout(mode: str, ops: Sequence[Op]) -> tuple[list[OpTiming], list[int]]:
     return timings, segment_of
 
 
+class StepVariants(Protocol):
+    """What ``run_cycles`` runs: one runner per variant, and each variant's marks as read after a sync."""
+
+    runners: list[StepRunner]
+
+    def __len__(self) -> int: ...
+
+    def read(self, variant: int, boundary: Any) -> dict[int, int]: ...
+
+
 class Variants:
     """Instrumented variants of one step: variant v records an end event after each op of ``plan[v]``.
 
@@ -243,6 +253,82 @@ class Variants:
 
     def read(self, variant: int, boundary: Any) -> dict[int, int]:
         return {i: round(boundary.elapsed_time(e) * 1e6) for i, e in self.events[variant].items()}
+
+
+def timers_available() -> bool:
+    """Whether timer kernels can run here: a CUDA GPU, Triton importable, kernels compiled (not interpreted)."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    try:
+        import launchprobe.kernels.triton.timer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class TimerVariants:
+    """Timer-pair variants of one step (``analysis.timer_pairs``): variant v puts a timer kernel after op i - 1 and
+    op i of each of its targets, in the graphed segments that hold them, captured afresh; every other segment is the
+    clean runner's. ``read`` gives each timer's reading (ns, the GPU's clock) once the step has synced. Same
+    interface as ``Variants`` for ``run_cycles``."""
+
+    def __init__(
+        self,
+        clean: StepRunner,
+        ops: Sequence[Op],
+        targets: Sequence[Sequence[int]],
+        pool: Any,
+        markers: Markers | None,
+        pdl: bool,
+    ) -> None:
+        import torch
+
+        from launchprobe.kernels.triton.timer import record_time
+
+        self.marks = [timer_pairs.marked_ops(t) for t in targets]
+        self.buffers = [torch.zeros(len(ops), dtype=torch.int64, device="cuda") for _ in targets]
+        record_time(self.buffers[0], 0, pdl)  # compiled before any capture
+        torch.cuda.synchronize()
+        self.runners: list[StepRunner] = []
+        for marks, buffer in zip(self.marks, self.buffers):
+            segments: list[Segment] = []
+            at = 0
+            for clean_segment in clean.segments:
+                mine = range(at, at + len(clean_segment.ops))
+                at += len(clean_segment.ops)
+                if not clean_segment.graphed or not any(i in marks for i in mine):
+                    segments.append(clean_segment)
+                    continue
+                timed = [_then_time(ops[i], buffer, i, pdl) if i in marks else ops[i] for i in mine]
+                segments.append(_captured(timed, pool))
+            self.runners.append(
+                StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
+            )
+        torch.cuda.synchronize()
+
+    def __len__(self) -> int:
+        return len(self.runners)
+
+    def read(self, variant: int, boundary: Any) -> dict[int, int]:
+        values = self.buffers[variant].tolist()
+        return {i: int(values[i]) for i in self.marks[variant]}
+
+
+def _then_time(op: Op, buffer: Any, slot: int, pdl: bool) -> Op:
+    """``op`` followed by a timer kernel writing ``buffer[slot]`` (inside a capture)."""
+    from launchprobe.kernels.triton.timer import record_time
+
+    run = op.run
+
+    def timed() -> None:
+        run()
+        record_time(buffer, slot, pdl)
+
+    return Op(op.name, op.layer, timed)
 
 
 class _ReplayThenRecord:
@@ -335,7 +421,7 @@ def alternating(variant: Callable[[], Any], clean: Callable[[], Any], step_ms: f
 
 
 def run_cycles(
-    variants: Variants,
+    variants: StepVariants,
     clean: StepRunner,
     cycles: int,
     follows: dict[int, int] | None = None,
@@ -520,6 +606,7 @@ def kernel_pass(
     markers: Markers | None = None,
     cupti: bool = True,
     reach: int = sampled.DEFAULT_REACH,
+    timer_pdl: bool = False,
 ) -> KernelPass:
     """Measure one (mode, bucket) op by op against its clean runner ``clean``.
 
@@ -527,7 +614,9 @@ def kernel_pass(
     or a string saying why there are none); otherwise ``fallback_durations()`` (``graph_durations`` of the
     bucket). ``clean_step_ms`` is the clean pass's time, used until this pass has re-timed the clean step beside
     its own steps. ``sampling_s``: device time for the sampled cycles (default ``SAMPLING_TIME_S``; at most 40
-    cycles per 5 s). The host thread stays on one core throughout."""
+    cycles per 5 s). In graph modes, where timer kernels can run, the timer pairs follow (``timer_pdl``: launch
+    them with programmatic dependent launch, as the step's own kernels are). The host thread stays on one core
+    throughout."""
     import msgspec
     import torch
 
@@ -652,7 +741,56 @@ def kernel_pass(
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
     del variants
+    if density == "sampled" and picture is not None and clean.graphs and timers_available():
+        trusted = bool((result.get("cupti_check") or {}).get("cupti_trusted"))
+        result["timer_pairs"] = _timer_pairs(
+            clean, ops, timings, picture, durations_ns, ref, pool, markers, timer_pdl, clean_ns, trusted
+        )
     return msgspec.convert(_plain(result), KernelPass)
+
+
+def _timer_pairs(
+    clean: StepRunner,
+    ops: Sequence[Op],
+    timings: Sequence[OpTiming],
+    picture: sampled.Stitched,
+    durations_ns: Sequence[int],
+    ref: sampled.CuptiReference | None,
+    pool: Any,
+    markers: Markers | None,
+    pdl: bool,
+    clean_ns: float,
+    trusted: bool,
+) -> dict[str, Any]:
+    """Each graphed op's gap from a timer pair, split so the covered ops sum to the stitch (``timer_pairs``), and per
+    class against CUPTI's clean gaps (``ops_agree`` only where CUPTI is trusted op for op)."""
+    targets = timer_pairs.pair_targets([not t.host_launched for t in timings])
+    if not targets:
+        return {"measured": False, "note": "no two consecutive ops inside one captured graph"}
+    variants = TimerVariants(clean, ops, targets, pool, markers, pdl)
+    steps, references = run_cycles(variants, clean, timer_pairs.PAIR_STEPS)
+    del variants
+    readings = timer_pairs.pair_readings(steps, targets, clean_ns)
+    split = timer_pairs.split(
+        timer_pairs.pair_gaps(readings, durations_ns), [row["gap_before_ns"] for row in picture.rows]
+    )
+    classes = timer_pairs.class_checks([op.name for op in ops], split, ref.op_gap_ns if ref is not None else None)
+    overheads = sampled.local_overheads(steps, statistics.median(references))
+    verdicts = [c["gap_agrees"] for c in classes if "gap_agrees" in c]
+    return {
+        "measured": True,
+        "pdl": pdl,
+        "spacing": timer_pairs.PAIR_SPACING,
+        "variants": len(targets),
+        "steps": len(steps),
+        "ops_covered": len(split.gaps_ns),
+        "mean_excess_ns": split.mean_excess_ns,
+        "overhead_fraction": overheads.pooled,
+        "variant_overhead_max_fraction": overheads.slowest,
+        "gaps_ns": [split.gaps_ns.get(i) for i in range(len(ops))],
+        "classes": classes,
+        "ops_agree": all(verdicts) if verdicts and trusted else None,
+    }
 
 
 @dataclass

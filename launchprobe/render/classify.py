@@ -24,6 +24,7 @@ from launchprobe.run.schema import (
     OpCheck,
     ShapeRecord,
     StartShift,
+    TimerPairs,
     WhatIf,
 )
 
@@ -388,6 +389,8 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
         lines.append(_start_shift_line(kp.cupti_start_shifts))
     if kp.cupti_capture_check is not None:
         lines.append(_capture_line(kp.cupti_capture_check))
+    if kp.timer_pairs is not None:
+        lines.append(_timer_pairs_line(kp.timer_pairs))
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)
@@ -407,6 +410,35 @@ def _start_shift_line(shifts: list[StartShift]) -> str:
         f"bias): {listed or f'none of {len(shifts)} classes by {START_SHIFT_SHOWN_NS / 1e3:.1f} us or more'}; "
         "reported, not corrected"
     )
+
+
+def _timer_pairs_line(timers: TimerPairs) -> str:
+    """The timer pairs' per-class gaps against CUPTI: how many agree, and the ones that do not."""
+    if not timers.measured:
+        return f"timer pairs: not measured ({v.text(timers.note or 'no reason given')})"
+    classes = timers.classes or []
+    checked = [c for c in classes if c.gap_agrees is not None]
+    head = (
+        f"timer pairs (a timer kernel after op i - 1 and op i of one step; {v.integer(timers.ops_covered or 0)} ops, "
+        f"{v.integer(timers.steps or 0)} steps, {_fraction(timers.overhead_fraction)} against clean; their mean "
+        f"excess {(timers.mean_excess_ns or 0.0) / 1e3:+.2f} us over the stitched gaps taken out, so the ops sum to "
+        "the stitch)"
+    )
+    if not checked:
+        return f"{head}: no CUPTI gaps to set them against"
+    misses = [c for c in checked if not c.gap_agrees]
+    verdict = "AGREE" if not misses else "DISAGREE"
+    if timers.ops_agree is None:
+        verdict = "not judged: CUPTI not trusted op for op"
+    worst = ", ".join(f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f} us" for c in misses)
+    return (
+        f"{head}: {len(checked) - len(misses)} of {len(checked)} op classes within 1 us or 15% of CUPTI's clean gap, "
+        f"{verdict}" + (f" ({worst})" if worst else "")
+    )
+
+
+def _fraction(value: float | None) -> str:
+    return f"{value:+.1%}" if value is not None else "n/a"
 
 
 def _capture_line(check: CaptureCheck) -> str:

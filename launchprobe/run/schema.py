@@ -258,6 +258,38 @@ class StartShift(Record, kw_only=True):
     ops: int
 
 
+class TimerPairClass(Record, kw_only=True):
+    """Per op class, the timer pairs' gap (split: less their mean excess) and as read, medians over the class's
+    covered ops, against CUPTI's clean gaps of the same ops within the op bar (``timer_pairs.class_checks``)."""
+
+    op: str
+    count: int
+    gap_ns_median: float
+    raw_gap_ns_median: float
+    cupti_gap_ns_median: float | None = None
+    gap_diff_ns: float | None = None
+    gap_agrees: bool | None = None
+
+
+class TimerPairs(Record, kw_only=True):
+    """Graph modes: each op's gap read between a timer kernel after it and one after the op before it in the same
+    step, less the pairs' mean excess over the stitched gaps of the same ops (docs/gaps.md, timer pairs)."""
+
+    measured: bool
+    note: str | None = None  # why not measured
+    pdl: bool | None = None  # timers launched with programmatic dependent launch
+    spacing: int | None = None  # ops between the targets of one variant
+    variants: int | None = None
+    steps: int | None = None  # timer-pair steps read
+    ops_covered: int | None = None  # ops whose gap a pair read (op and predecessor both graphed)
+    mean_excess_ns: float | None = None  # the pairs' mean over the stitched gaps of the same ops, taken out
+    overhead_fraction: float | None = None  # the pair steps against their clean references (pooled median)
+    variant_overhead_max_fraction: float | None = None
+    gaps_ns: list[float | None] | None = None  # per op, its split gap; None where no pair read it
+    classes: list[TimerPairClass] | None = None
+    ops_agree: bool | None = None  # every class within the bar; None where CUPTI is not trusted op for op
+
+
 class CaptureShift(Record, kw_only=True):
     """Per op class, CUPTI's gap in a second capture of the clean step's graphs less in the first
     (``sampled.capture_shifts``)."""
@@ -395,6 +427,8 @@ class KernelPass(Record, kw_only=True):
     # graph modes: CUPTI's per-class gaps in a second capture of the clean graphs less in the first; a class it moves
     # beyond the bar is also checked against the second capture (OpCheck.gap_verdict "agree across captures")
     cupti_capture_check: CaptureCheck | None = None
+    # graph modes: per-op gaps from timer-kernel pairs, split to sum to the stitch, and per class against CUPTI
+    timer_pairs: TimerPairs | None = None
     stitched: bool | None = None
     refusal: str | None = None  # why the sampled steps were not stitched (then no rows)
     sequence_check: str | None = None  # how the same-kernel-sequence condition was checked

@@ -1,0 +1,103 @@
+"""Timer pairs: each op's gap read between two timer kernels of one step, split so that the ops sum to the stitch.
+
+The event pairs' far/near differences telescope: their signed sum is the step's, which the gap-total check tests.
+Per op they carry what an event after an op does to it, which no event can see (docs/gaps.md: start shifts). A
+*timer pair* puts a timer kernel (``kernels.triton.timer``) after op i - 1 and one after op i of the same captured
+step; their difference less op i's duration reads the gap before op i. On the H200 that read every layer class
+within 0.78 us of CUPTI's clean gap, 0.2-0.4 us long on average, and 0.56 us less that mean (docs/performance.md,
+session from 2026-12-02 02:42 UTC). The pairs' sum is not the step's: each pair includes what its first timer costs
+the op after it. So the pass takes the pairs' mean excess over the stitched gaps of the same ops out of every pair
+(``split``): the per-op split is the pairs', the sum the stitch's.
+
+Pure functions over the steps the measurement layer ran (``measure.kernel_pass``); no torch.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from launchprobe.analysis.sampled import OP_GAP_ABS_NS, OP_GAP_REL, SampledStep
+
+PAIR_SPACING = 20  # ops between the targets of one variant: a timer's cost on the next ops has faded by then
+PAIR_STEPS = 48  # steps of each timer-pair variant
+
+
+def pair_targets(graphed: Sequence[bool], spacing: int = PAIR_SPACING) -> list[list[int]]:
+    """The ops whose gap timer pairs read (op i with op i - 1 both inside captured graphs; op 0's gap lies between
+    steps), in variants: variant v times every target i with i % spacing == v. Empty variants are left out."""
+    if spacing < 2:
+        raise ValueError(f"timer pairs need a spacing of at least 2 ops, got {spacing}")
+    targets = [i for i in range(1, len(graphed)) if graphed[i] and graphed[i - 1]]
+    variants = [[i for i in targets if i % spacing == v] for v in range(spacing)]
+    return [v for v in variants if v]
+
+
+def marked_ops(targets: Sequence[int]) -> list[int]:
+    """The ops a variant puts a timer after: each target and the op before it."""
+    return sorted({k for i in targets for k in (i - 1, i)})
+
+
+def pair_readings(
+    steps: Sequence[SampledStep], variants: Sequence[Sequence[int]], clean_ns: float | None
+) -> dict[int, list[float]]:
+    """Per target op, its timers' difference in every step of its variant (``ends`` hold the timers' readings),
+    read at the clean step's host speed as the stitch reads its differences (x clean / reference)."""
+    out: dict[int, list[float]] = {}
+    for step in steps:
+        scale = clean_ns / step.reference_ns if clean_ns and step.reference_ns else 1.0
+        for i in variants[step.variant]:
+            out.setdefault(i, []).append((step.ends[i] - step.ends[i - 1]) * scale)
+    return out
+
+
+def pair_gaps(readings: Mapping[int, Sequence[float]], durations_ns: Sequence[float]) -> dict[int, float]:
+    """Per target op, the median of its timers' differences less its duration."""
+    return {i: float(statistics.median(r)) - float(durations_ns[i]) for i, r in sorted(readings.items()) if r}
+
+
+@dataclass(frozen=True)
+class TimerSplit:
+    gaps_ns: dict[int, float]  # per covered op: its pair's gap less the mean excess
+    raw_ns: dict[int, float]  # per covered op: its pair's gap as read
+    mean_excess_ns: float  # the pairs' mean over the stitched gaps of the same ops
+
+
+def split(pairs: Mapping[int, float], stitched_gaps_ns: Sequence[float]) -> TimerSplit:
+    """The pairs' gaps less their mean excess over the stitched gaps of the same ops: summed over those ops they
+    are the stitch's, op by op they are the pairs'."""
+    if not pairs:
+        raise ValueError("no timer pair was read")
+    excess = sum(pairs[i] - stitched_gaps_ns[i] for i in pairs) / len(pairs)
+    return TimerSplit({i: g - excess for i, g in pairs.items()}, dict(pairs), excess)
+
+
+def class_checks(
+    names: Sequence[str], timer: TimerSplit, cupti_gap_ns: Sequence[int | float | None] | None
+) -> list[dict[str, Any]]:
+    """Per op class with covered ops: the median of its split gaps (and of the raw pairs) against CUPTI's clean
+    gaps of the same ops, within 1 us or 15% (the op bar); without CUPTI's gaps, the readings alone."""
+    groups: dict[str, list[int]] = {}
+    for i in timer.gaps_ns:
+        groups.setdefault(names[i], []).append(i)
+    out = []
+    for name, members in groups.items():
+        gap = float(statistics.median(timer.gaps_ns[i] for i in members))
+        row: dict[str, Any] = {
+            "op": name,
+            "count": len(members),
+            "gap_ns_median": gap,
+            "raw_gap_ns_median": float(statistics.median(timer.raw_ns[i] for i in members)),
+        }
+        seen = [cupti_gap_ns[i] for i in members] if cupti_gap_ns is not None else []
+        if seen and all(v is not None for v in seen):
+            cupti = float(statistics.median(float(v) for v in seen if v is not None))
+            row.update(
+                cupti_gap_ns_median=cupti,
+                gap_diff_ns=gap - cupti,
+                gap_agrees=abs(gap - cupti) <= max(OP_GAP_ABS_NS, OP_GAP_REL * abs(cupti)),
+            )
+        out.append(row)
+    return out

@@ -1,0 +1,74 @@
+"""Timer pairs (analysis/timer_pairs.py) on constructed steps: which ops they cover, what they read, the split."""
+
+from __future__ import annotations
+
+import pytest
+
+from launchprobe.analysis import timer_pairs
+from launchprobe.analysis.sampled import SampledStep
+
+
+def test_targets_are_graphed_ops_after_graphed_ops_spread_over_variants() -> None:
+    # piecewise-like: ops 0-3 graphed, 4 host-launched, 5-9 graphed
+    graphed = [True] * 4 + [False] + [True] * 5
+    variants = timer_pairs.pair_targets(graphed, spacing=3)
+    flat = sorted(i for v in variants for i in v)
+    assert flat == [1, 2, 3, 6, 7, 8, 9]  # not 4 (host-launched) nor 5 (after a host-launched op), never 0
+    for v in variants:
+        assert len({i % 3 for i in v}) == 1
+        assert all(b - a >= 3 for a, b in zip(v, v[1:]))
+    assert timer_pairs.marked_ops([3, 6]) == [2, 3, 5, 6]
+    assert timer_pairs.pair_targets([True, False, True]) == []
+    with pytest.raises(ValueError, match="spacing"):
+        timer_pairs.pair_targets(graphed, spacing=1)
+
+
+def _steps(ends_by_variant: dict[int, list[dict[int, int]]], reference: float | None = None) -> list[SampledStep]:
+    return [
+        SampledStep(variant=v, step_ns=0, ends=ends, reference_ns=reference)
+        for v, steps in ends_by_variant.items()
+        for ends in steps
+    ]
+
+
+def test_readings_are_the_timers_difference_read_at_the_clean_speed() -> None:
+    variants = [[2], [5]]
+    steps = _steps(
+        {0: [{1: 1_000_000, 2: 1_003_000}, {1: 2_000_000, 2: 2_003_400}], 1: [{4: 7_000, 5: 9_000}]},
+        reference=1_100.0,
+    )
+    readings = timer_pairs.pair_readings(steps, variants, clean_ns=1_000.0)
+    assert readings[2] == pytest.approx([3000 / 1.1, 3400 / 1.1])
+    assert readings[5] == pytest.approx([2000 / 1.1])
+    unscaled = timer_pairs.pair_readings(steps, variants, clean_ns=None)
+    assert unscaled[2] == [3000, 3400]
+    gaps = timer_pairs.pair_gaps(unscaled, [0, 0, 2500, 0, 0, 1800])
+    assert gaps == {2: pytest.approx(700.0), 5: pytest.approx(200.0)}
+
+
+def test_split_keeps_each_pairs_difference_and_the_stitchs_sum() -> None:
+    stitched = [3000.0, 400.0, -200.0, 650.0, 100.0]
+    pairs = {1: 900.0, 2: 150.0, 4: 300.0}  # each about 0.3-0.5 us long, as on the H200
+    split = timer_pairs.split(pairs, stitched)
+    assert split.mean_excess_ns == pytest.approx((500 + 350 + 200) / 3)
+    assert sum(split.gaps_ns.values()) == pytest.approx(stitched[1] + stitched[2] + stitched[4])
+    assert split.gaps_ns[1] - split.gaps_ns[2] == pytest.approx(750.0)  # the pairs' differences kept
+    assert split.raw_ns == pairs
+    with pytest.raises(ValueError, match="no timer pair"):
+        timer_pairs.split({}, stitched)
+
+
+def test_class_checks_against_cupti_with_the_op_bar() -> None:
+    names = ["embed", "norm", "gemm", "norm", "gemm"]
+    split = timer_pairs.TimerSplit(
+        {1: 100.0, 2: 900.0, 3: 300.0, 4: 1100.0}, {1: 400.0, 2: 1200.0, 3: 600.0, 4: 1400.0}, 300.0
+    )
+    cupti = [None, 200.0, -400.0, 400.0, -200.0]
+    rows = {r["op"]: r for r in timer_pairs.class_checks(names, split, cupti)}
+    assert rows["norm"]["gap_ns_median"] == pytest.approx(200.0)
+    assert rows["norm"]["raw_gap_ns_median"] == pytest.approx(500.0)
+    assert rows["norm"]["gap_agrees"] is True  # 200 against 300
+    assert rows["gemm"]["gap_diff_ns"] == pytest.approx(1000.0 + 300.0)
+    assert rows["gemm"]["gap_agrees"] is False  # 1.3 us off
+    bare = timer_pairs.class_checks(names, split, None)
+    assert all("gap_agrees" not in r for r in bare)
