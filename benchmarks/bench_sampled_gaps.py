@@ -140,6 +140,36 @@ def build(shape_name: str, batches: list[int], args: argparse.Namespace) -> tupl
     return model, config
 
 
+def lab_cell(shape: str, batch: int, mode: str, pdl: bool = True) -> tuple[list[Any], list[int], Any, Any]:
+    """For the lab tools (benchmarks/field/): one bucket's ops, their kernels per op (``kernel_counts``), the clean
+    runner of ``mode`` warmed up, and its graph pool."""
+    import torch
+
+    from launchprobe.measure.markers import Markers
+    from launchprobe.measure.timing import warm_up
+    from launchprobe.workload.modes import prepare
+
+    build_args = argparse.Namespace(context=1024, pdl=pdl, density="sampled", kernel_seconds=None)
+    model, _ = build(shape, [batch], build_args)
+    pool = torch.cuda.graph_pool_handle()
+    ops = model.step(batch)
+    counts = kernel_counts(ops)
+    clean = prepare(mode, batch, ops, pool, Markers("steps"))
+    warm_up(clean.run, 10, True)
+    return ops, counts, clean, pool
+
+
+def shift_from_clean(
+    f: Any, steps: list[list[tuple[int, int]]], clean_steps: list[list[tuple[int, int]]], targets: list[int]
+) -> float:
+    """For the lab tools: per op in ``targets``, the median of ``f(step, op)`` over ``steps`` less over
+    ``clean_steps``; the median over the ops."""
+    import statistics
+
+    base = {i: statistics.median([f(s, i) for s in clean_steps]) for i in targets}
+    return float(statistics.median([statistics.median([f(s, i) for s in steps]) - base[i] for i in targets]))
+
+
 def kernel_counts(ops: Any, attempts: int = 3) -> list[int]:
     """The counting pass's kernels per op (``kernel_pass.kernel_counts``), tried again where its clustering split an
     op (a noisy host); for the lab tools that group CUPTI's kernels themselves."""

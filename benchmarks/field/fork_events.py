@@ -22,11 +22,12 @@ one does, and keeps the next op's.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,18 +71,10 @@ def cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]:
     from launchprobe.analysis import sampled
     from launchprobe.measure import kernel_pass as kp
     from launchprobe.measure.cupti import cuda_intervals
-    from launchprobe.measure.markers import Markers
-    from launchprobe.measure.timing import pinned_host, warm_up
-    from launchprobe.workload.modes import prepare
+    from launchprobe.measure.timing import pinned_host
 
-    build_args = argparse.Namespace(context=1024, pdl=True, density="sampled", kernel_seconds=None)
-    model, _ = bench.build(shape, [batch], build_args)
-    pool = torch.cuda.graph_pool_handle()
-    ops = model.step(batch)
+    ops, counts, clean, pool = bench.lab_cell(shape, batch, "full", pdl=True)
     names = [o.name for o in ops]
-    counts = bench.kernel_counts(ops)
-    clean = prepare("full", batch, ops, pool, Markers("steps"))
-    warm_up(clean.run, 10, True)
     layers = list(range(1, (len(ops) - 3) // 10, args.every))
     variants: dict[str, tuple[Any, dict[int, Any]]] = {}
     stream = torch.cuda.current_stream()
@@ -142,14 +135,7 @@ def cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]:
         targets = sorted(variants[label][1])
         mine = steps[label]
 
-        def delta(
-            f: Callable[[list[tuple[int, int]], int], float],
-            mine: list[list[tuple[int, int]]] = mine,
-            targets: list[int] = targets,
-        ) -> float:
-            """Per timed op, the median over the variant's steps less over the clean ones; the median over ops."""
-            base = {i: _median([f(s, i) for s in clean_steps]) for i in targets}
-            return _median([_median([f(s, i) for s in mine]) - base[i] for i in targets])
+        delta = functools.partial(bench.shift_from_clean, steps=mine, clean_steps=clean_steps, targets=targets)
 
         row = {
             "gap": delta(gap),

@@ -189,19 +189,11 @@ def cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]:
 
     from launchprobe.analysis import sampled
     from launchprobe.measure import kernel_pass as kp
-    from launchprobe.measure.markers import Markers
     from launchprobe.measure.timing import pinned_host, warm_up
-    from launchprobe.workload.modes import prepare
 
-    build_args = argparse.Namespace(context=1024, pdl=not args.no_pdl, density="sampled", kernel_seconds=None)
-    model, _ = bench.build(shape, [batch], build_args)
-    pool = torch.cuda.graph_pool_handle()
-    ops = model.step(batch)
+    ops, counts, clean, pool = bench.lab_cell(shape, batch, "piecewise", pdl=not args.no_pdl)
     names = [o.name for o in ops]
     n = len(ops)
-    counts = bench.kernel_counts(ops)
-    clean = prepare("piecewise", batch, ops, pool, Markers("steps"))
-    warm_up(clean.run, 10, True)
     layers = range(1, (n - 3) // 10, args.every)
     kv, op = [4 + 10 * layer for layer in layers], [6 + 10 * layer for layer in layers]
     if any(names[k] != "kv_write" for k in kv) or any(names[j] != "o_proj" for j in op):

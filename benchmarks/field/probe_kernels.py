@@ -25,11 +25,12 @@ against clean (``kernel_pass.alternating``). On the GPU machine:
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,19 +186,11 @@ def cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]:
     from launchprobe.analysis import sampled
     from launchprobe.measure import kernel_pass as kp
     from launchprobe.measure.cupti import cuda_intervals
-    from launchprobe.measure.markers import Markers
-    from launchprobe.measure.timing import pinned_host, warm_up
-    from launchprobe.workload.modes import prepare
+    from launchprobe.measure.timing import pinned_host
 
     kinds = args.kinds.split(",")
-    build_args = argparse.Namespace(context=1024, pdl=True, density="sampled", kernel_seconds=None)
-    model, _ = bench.build(shape, [batch], build_args)
-    pool = torch.cuda.graph_pool_handle()
-    ops = model.step(batch)
+    ops, counts, clean, pool = bench.lab_cell(shape, batch, "full", pdl=True)
     names = [o.name for o in ops]
-    counts = bench.kernel_counts(ops)
-    clean = prepare("full", batch, ops, pool, Markers("steps"))
-    warm_up(clean.run, 10, True)
     scratch = torch.zeros(4, dtype=torch.int64, device="cuda")
     for tf in (False, True):  # compile both before any capture
         probe_kernel[(1,)](scratch, 0, TRIGGER_FIRST=tf, num_warps=1, launch_pdl=True)
@@ -283,14 +276,7 @@ def cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]:
             label = f"{name} {kind}"
             mine = steps[label]
 
-            def delta(
-                f: Callable[[list[tuple[int, int]], int], float],
-                mine: list[list[tuple[int, int]]] = mine,
-                targets: list[int] = targets,
-            ) -> float:
-                """Per timed op, the median over the variant's steps less over the clean ones; median over ops."""
-                base = {i: _median([f(s, i) for s in clean_steps]) for i in targets}
-                return _median([_median([f(s, i) for s in mine]) - base[i] for i in targets])
+            delta = functools.partial(bench.shift_from_clean, steps=mine, clean_steps=clean_steps, targets=targets)
 
             row[kind] = {
                 "gap": delta(gap),
@@ -335,19 +321,11 @@ def tile_cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any
     from launchprobe.analysis import sampled
     from launchprobe.measure import kernel_pass as kp
     from launchprobe.measure.cupti import cuda_intervals
-    from launchprobe.measure.markers import Markers
-    from launchprobe.measure.timing import pinned_host, warm_up
-    from launchprobe.workload.modes import prepare
+    from launchprobe.measure.timing import pinned_host
 
-    build_args = argparse.Namespace(context=1024, pdl=True, density="sampled", kernel_seconds=None)
-    model, _ = bench.build(shape, [batch], build_args)
-    pool = torch.cuda.graph_pool_handle()
-    ops = model.step(batch)
+    ops, counts, clean, pool = bench.lab_cell(shape, batch, "full", pdl=True)
     names = [o.name for o in ops]
     n = len(ops)
-    counts = bench.kernel_counts(ops)
-    clean = prepare("full", batch, ops, pool, Markers("steps"))
-    warm_up(clean.run, 10, True)
     scratch = torch.zeros(4, dtype=torch.int64, device="cuda")
     probe_kernel[(1,)](scratch, 0, TRIGGER_FIRST=True, num_warps=1, launch_pdl=True)
     torch.cuda.synchronize()

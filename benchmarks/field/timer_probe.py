@@ -3,7 +3,8 @@
 Launched with programmatic dependent launch right after an op, it waits for that op (``griddepcontrol.wait``),
 reads ``%globaltimer`` and stores it in its slot: the op's end, as a kernel in the PDL chain rather than an event
 node. ``TRIGGER_FIRST`` lets the next kernel launch before the wait (as early as the op itself let it), else
-after. Imported only on a machine with Triton.
+after; the pass's own timer (launchprobe/kernels/triton/timer.py) is the trigger-first one. Imported only on a
+machine with Triton.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.cuda as cuda_ext
 
-
-@triton.jit
-def _now():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+from launchprobe.kernels.triton.timer import globaltimer as _now
 
 
 @triton.jit

@@ -19,7 +19,8 @@ from launchprobe.kernels.triton.common import HAVE_GDC, _cuda_ext
 
 
 @triton.jit
-def _globaltimer():
+def globaltimer():
+    """The GPU's global timer, ns (inline PTX: %globaltimer)."""
     return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 
@@ -28,7 +29,7 @@ def _timer_kernel(out_ptr, slot, PDL: tl.constexpr):
     if PDL:
         _cuda_ext.gdc_launch_dependents()
         _cuda_ext.gdc_wait()
-    tl.store(out_ptr + slot, _globaltimer())
+    tl.store(out_ptr + slot, globaltimer())
 
 
 def record_time(out: torch.Tensor, slot: int, pdl: bool) -> None:
