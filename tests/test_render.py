@@ -290,6 +290,9 @@ def test_kernel_pass_sections() -> None:
     )
     assert "mean excess +0.29 us over the stitched gaps taken out" in timers
     assert "1 of 2 op classes within 1 us or 15% of CUPTI's clean gap, DISAGREE (qkv +1.35 us)" in timers
+    assert "timer pair" in timers and "timers vs" in timers  # the op table's columns
+    qkv_rows = [line for line in timers.splitlines() if line.strip().startswith("qkv")]
+    assert sum("1.80" in row and row.rstrip().endswith("DIFF") for row in qkv_rows) == 1, qkv_rows  # full mode only
     full_pass_.timer_pairs.ops_agree = None
     assert "not judged: CUPTI not trusted op for op (qkv +1.35 us)" in plain_output(run, width=500)
     full_pass_.timer_pairs.classes = classes[:1]

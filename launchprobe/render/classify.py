@@ -293,6 +293,7 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
         return None
     checks = {o.op: o for o in kp.cupti_check.ops} if kp.cupti_check is not None else {}
     biased = any(c.start_bias_ns is not None for c in checks.values())
+    timers = {c.op: c for c in kp.timer_pairs.classes or []} if kp.timer_pairs is not None else {}
     body = []
     for o in kp.ops:
         row = [
@@ -312,10 +313,16 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
             if biased:
                 row.append(v.signed(check.start_bias_ns, 2, 1e-3) if check else v.MISSING)
             row.append(_class_mark(check) if check else v.MISSING)
+        if timers:
+            timer = timers.get(o.op)
+            row.append(v.sig(timer.gap_ns_median, 1e-3) if timer else v.MISSING)
+            row.append(("ok" if timer.gap_agrees else "DIFF") if timer and timer.gap_agrees is not None else v.MISSING)
         body.append(row)
     columns = ["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep", "achieved\nTB/s"]
     if checks:
         columns += ["CUPTI\nduration us", "CUPTI\ngap us"] + (["start\nbias us"] if biased else []) + ["gap vs\nCUPTI"]
+    if timers:
+        columns += ["timer pair\ngap us", "timers vs\nCUPTI"]
     title = f"Per-kernel pass: {v.text(r.mode)}, batch {v.integer(r.batch)}"
     if kp.picture == "stitched":
         title += " (stitched from sampled steps)"
@@ -327,7 +334,12 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
             "; start bias: how much the events' gap moves because an event after an op moves its start (CUPTI's "
             "start shift of the op less its predecessor's; not corrected)"
         )
-    return Table(title=title, columns=columns, rows=body, note=note)
+    if timers:
+        note += (
+            "; timer pair gap: the same gap read between a timer kernel after the op before and one after the op, "
+            "less the pairs' mean excess over the stitched gaps (docs/gaps.md)"
+        )
+    return Table(title=title, columns=columns, rows=body, note=note.removeprefix("; "))
 
 
 def _kernel_pass_lines(kp: KernelPass) -> list[str]:
