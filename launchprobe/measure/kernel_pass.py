@@ -223,36 +223,56 @@ class Variants:
         stream: Any,
         after_replay: bool = False,
     ) -> StepRunner:
-        import torch
+        def mark(op: Op, i: int, graphed: bool) -> Op:
+            return _then_record(op, events[i], None if graphed else stream)
 
-        segments: list[Segment] = []
-        at = 0
-        for clean_segment in clean.segments:
-            count = len(clean_segment.ops)
-            mine = range(at, at + count)
-            at += count
-            if not any(i in events for i in mine):
-                segments.append(clean_segment)
-                continue
-            if after_replay and clean_segment.graphed:
-                if [i for i in mine if i in events] != [mine[-1]]:
-                    raise ValueError("a host event after a graph's replay times the piece's last op alone")
-                replayed = _ReplayThenRecord(clean_segment.graph, events[mine[-1]], stream)
-                segments.append(Segment(clean_segment.ops, graphed=True, graph=replayed))
-                continue
-            wrapped = [
-                _then_record(ops[i], events[i], None if clean_segment.graphed else stream) if i in events else ops[i]
-                for i in mine
-            ]
-            segments.append(_captured(wrapped, pool) if clean_segment.graphed else Segment(wrapped, graphed=False))
-        torch.cuda.synchronize()
-        return StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
+        def replay_then_record(segment: Segment, mine: range) -> Segment | None:
+            if not (after_replay and segment.graphed):
+                return None
+            if [i for i in mine if i in events] != [mine[-1]]:
+                raise ValueError("a host event after a graph's replay times the piece's last op alone")
+            return Segment(segment.ops, graphed=True, graph=_ReplayThenRecord(segment.graph, events[mine[-1]], stream))
+
+        return _marked_runner(clean, ops, events, mark, pool, markers, replay_then_record)
 
     def __len__(self) -> int:
         return len(self.runners)
 
     def read(self, variant: int, boundary: Any) -> dict[int, int]:
         return {i: round(boundary.elapsed_time(e) * 1e6) for i, e in self.events[variant].items()}
+
+
+def _marked_runner(
+    clean: StepRunner,
+    ops: Sequence[Op],
+    marked: Collection[int],
+    mark: Callable[[Op, int, bool], Op],
+    pool: Any,
+    markers: Markers | None,
+    as_is: Callable[[Segment, range], Segment | None] | None = None,
+) -> StepRunner:
+    """The clean runner with ``mark(op, i, graphed)`` in place of each op i in ``marked``: a graphed segment holding
+    one is captured afresh, a host-launched one runs the marked ops as they are; segments with none are the clean
+    runner's. ``as_is(segment, its op indices)`` may give the segment to use instead (the head variants)."""
+    import torch
+
+    segments: list[Segment] = []
+    at = 0
+    for clean_segment in clean.segments:
+        mine = range(at, at + len(clean_segment.ops))
+        at += len(clean_segment.ops)
+        if not any(i in marked for i in mine):
+            segments.append(clean_segment)
+            continue
+        instead = as_is(clean_segment, mine) if as_is is not None else None
+        if instead is not None:
+            segments.append(instead)
+            continue
+        graphed = clean_segment.graphed
+        wrapped = [mark(ops[i], i, graphed) if i in marked else ops[i] for i in mine]
+        segments.append(_captured(wrapped, pool) if graphed else Segment(wrapped, graphed=False))
+    torch.cuda.synchronize()
+    return StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
 
 
 def timers_available() -> bool:
@@ -293,22 +313,10 @@ class TimerVariants:
         self.buffers = [torch.zeros(len(ops), dtype=torch.int64, device="cuda") for _ in targets]
         record_time(self.buffers[0], 0, pdl)  # compiled before any capture
         torch.cuda.synchronize()
-        self.runners: list[StepRunner] = []
-        for marks, buffer in zip(self.marks, self.buffers):
-            segments: list[Segment] = []
-            at = 0
-            for clean_segment in clean.segments:
-                mine = range(at, at + len(clean_segment.ops))
-                at += len(clean_segment.ops)
-                if not clean_segment.graphed or not any(i in marks for i in mine):
-                    segments.append(clean_segment)
-                    continue
-                timed = [_then_time(ops[i], buffer, i, pdl) if i in marks else ops[i] for i in mine]
-                segments.append(_captured(timed, pool))
-            self.runners.append(
-                StepRunner(clean.mode, clean.bucket, segments, markers=markers, range_name="kernel_pass")
-            )
-        torch.cuda.synchronize()
+        self.runners = [
+            _marked_runner(clean, ops, set(marks), functools.partial(_then_time, buffer=buffer, pdl=pdl), pool, markers)
+            for marks, buffer in zip(self.marks, self.buffers)
+        ]
 
     def __len__(self) -> int:
         return len(self.runners)
@@ -318,8 +326,9 @@ class TimerVariants:
         return {i: int(values[i]) for i in self.marks[variant]}
 
 
-def _then_time(op: Op, buffer: Any, slot: int, pdl: bool) -> Op:
-    """``op`` followed by a timer kernel writing ``buffer[slot]`` (inside a capture)."""
+def _then_time(op: Op, slot: int, graphed: bool, *, buffer: Any, pdl: bool) -> Op:
+    """``op`` followed by a timer kernel writing ``buffer[slot]`` on the current stream, in a capture or not (so
+    ``graphed`` changes nothing)."""
     from launchprobe.kernels.triton.timer import record_time
 
     run = op.run

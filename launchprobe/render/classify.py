@@ -439,9 +439,8 @@ def _timer_pairs_line(timers: TimerPairs) -> str:
     if not checked:
         return f"{head}: no CUPTI gaps to set them against"
     misses = [c for c in checked if not c.gap_agrees]
-    verdict = "AGREE" if not misses else "DISAGREE"
-    if timers.ops_agree is None:
-        verdict = "not judged: CUPTI not trusted op for op"
+    verdicts = {True: "AGREE", False: "DISAGREE", None: "not judged: CUPTI not trusted op for op"}
+    verdict = verdicts[timers.ops_agree]
     worst = ", ".join(f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f} us" for c in misses)
     return (
         f"{head}: {len(checked) - len(misses)} of {len(checked)} op classes within 1 us or 15% of CUPTI's clean gap, "
