@@ -173,12 +173,16 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         assert gaps is not None and [i for i, g in enumerate(gaps) if g is not None] == covered
         # split so the covered ops sum to the stitch, each op keeping its pair's reading less one mean excess
         assert sum(gaps[i] or 0.0 for i in covered) == pytest.approx(sum(rows[i].gap_before_ns for i in covered))
-        assert timers.steps == timers.variants * timer_pairs.PAIR_STEPS
+        solo = timers.solo_variants or 0  # the variants timing final_norm or lm_head: three more rounds each
+        assert solo >= 1 and timers.steps == (timers.variants + timer_pairs.SOLO_ROUNDS * solo) * timer_pairs.PAIR_STEPS
         assert timers.overhead_fraction is not None and timers.mean_excess_ns is not None
         classes = timers.classes or []
         assert {c.op for c in classes} == {rows[i].op for i in covered}
         if check.cupti_op_busy_ns is not None:  # CUPTI's clean gaps per class beside the timers'
             assert all(c.cupti_gap_ns_median is not None and c.gap_agrees is not None for c in classes)
+            # the durations taken off the pairs are CUPTI's in the timer steps, each class's shift from clean beside
+            assert "of the timer steps" in (timers.durations_source or ""), timers.durations_source
+            assert all(c.duration_shift_ns is not None and abs(c.duration_shift_ns) < 20_000 for c in classes)
 
 
 @pytest.mark.parametrize("mode", ["eager", "full"])

@@ -298,6 +298,16 @@ def test_kernel_pass_sections() -> None:
     full_pass_.timer_pairs.classes = classes[:1]
     full_pass_.timer_pairs.ops_agree = True
     assert "1 of 1 op classes within 1 us or 15% of CUPTI's clean gap, AGREE" in plain_output(run, width=500)
+    assert "own durations" not in plain_output(run, width=500)
+    classes[0].duration_shift_ns = 3_100.0  # the timer steps' duration of a class moved beyond the bar: named
+    full_pass_.timer_pairs.durations_source = "CUPTI's, of the timer steps (16 of each variant)"
+    shown = plain_output(run, width=500)
+    assert (
+        "the timer steps' own durations taken off, where CUPTI saw them differ from clean: silu_mul +3.10 us" in shown
+    )
+    assert "; op durations" not in shown
+    full_pass_.timer_pairs.durations_source = "CUPTI's, of clean steps: CUPTI not used"
+    assert "; op durations CUPTI's, of clean steps: CUPTI not used" in plain_output(run, width=500)
     full_pass_.timer_pairs = TimerPairs(measured=False, note="no two consecutive ops inside one captured graph")
     assert "timer pairs: not measured (no two consecutive ops inside one captured graph)" in plain_output(run, 500)
     full_pass_.timer_pairs = None

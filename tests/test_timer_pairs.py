@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launchprobe.analysis import timer_pairs
-from launchprobe.analysis.sampled import SampledStep
+from launchprobe.analysis.sampled import SampledStep, StitchRefused
 
 
 def test_targets_are_graphed_ops_after_graphed_ops_spread_over_variants() -> None:
@@ -72,3 +72,53 @@ def test_class_checks_against_cupti_with_the_op_bar() -> None:
     assert rows["gemm"]["gap_agrees"] is False  # 1.3 us off
     bare = timer_pairs.class_checks(names, split, None)
     assert all("gap_agrees" not in r for r in bare)
+
+
+def test_solo_variants_are_those_timing_a_one_per_step_op() -> None:
+    names = ["embed", "norm", "proj", "norm", "proj", "final_norm", "lm_head"]
+    variants = [[2, 4], [3], [5], [6, 1]]
+    assert timer_pairs.solo_variants(names, variants) == [2, 3]
+
+
+def _timer_step(ops: list[tuple[int, int]], after: list[int], names: list[str]) -> list[tuple[str, int, int]]:
+    """One step's CUPTI rows: each op's kernel, a timer kernel 300 ns after the ops in ``after``."""
+    rows = []
+    for i, ((start, end), name) in enumerate(zip(ops, names)):
+        rows.append((name, start, end))
+        if i in after:
+            rows.append(("_timer_kernel", end + 100, end + 300))
+    return rows
+
+
+def test_durations_are_taken_in_the_timer_steps_with_the_timers_set_aside() -> None:
+    names = ["a", "b", "c", "d"]
+    counts = [1, 1, 1, 1]
+    variants = [[1], [3]]
+    # variant 0 marks ops 0 and 1; op 1 runs 5 us, then 7 us: median 6 us. Variant 1 marks 2 and 3.
+    steps = [
+        (0, _timer_step([(0, 1_000), (1_500, 6_500), (7_000, 8_000), (8_500, 9_000)], [0, 1], names)),
+        (0, _timer_step([(0, 1_000), (1_500, 8_500), (9_000, 10_000), (10_500, 11_000)], [0, 1], names)),
+        (1, _timer_step([(0, 1_000), (1_500, 3_000), (3_500, 4_500), (5_000, 7_000)], [2, 3], names)),
+    ]
+    assert timer_pairs.timer_step_durations(steps, counts, names, variants) == {1: 6_000.0, 3: 2_000.0}
+    # taken off the readings instead of the clean durations
+    gaps = timer_pairs.pair_gaps({1: [6_500.0], 3: [2_400.0]}, {1: 6_000.0, 3: 2_000.0})
+    assert gaps == {1: 500.0, 3: 400.0}
+
+
+def test_timer_steps_that_launch_other_kernels_are_refused() -> None:
+    names = ["a", "b", "c"]
+    ops = [(0, 1_000), (1_500, 2_000), (2_500, 3_000)]
+    other = [(0, (_timer_step(ops, [0, 1], ["a", "x", "c"])))]
+    with pytest.raises(StitchRefused, match="other kernels"):
+        timer_pairs.timer_step_durations(other, [1, 1, 1], names, [[1]])
+    one_timer = [(0, _timer_step(ops, [1], names))]
+    with pytest.raises(StitchRefused, match="ran 1 timers, not 2"):
+        timer_pairs.timer_step_durations(one_timer, [1, 1, 1], names, [[1]])
+
+
+def test_class_checks_carry_the_duration_shift_in_the_timer_steps() -> None:
+    split = timer_pairs.split({1: 1_000.0, 3: 1_200.0}, [0.0, 1_100.0, 0.0, 1_100.0])
+    rows = timer_pairs.class_checks(["x", "p", "x", "p"], split, [0, 1_000, 0, 1_000], {1: 3_000.0, 3: 4_000.0})
+    assert rows[0]["op"] == "p" and rows[0]["duration_shift_ns"] == 3_500.0
+    assert "duration_shift_ns" not in timer_pairs.class_checks(["x", "p", "x", "p"], split, None)[0]

@@ -4,15 +4,15 @@ Lab tool behind tests/fixtures/field/sampled_h200.json.gz: it wraps four functio
 ``run_cycles``, ``clean_reference``, ``stitch``, and the counting pass) to record their inputs and outputs, then
 runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per counting pass (``counts_for``,
 ``counts``) and one per kernel pass: mode, bucket, reach, op names, layers, host_launched, the plan, durations,
-every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed
-in the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``,
-``cupti_clean_in_cycles``) and for the timer pairs (``timer_steps``, ``timer_clean_in_cycles``), CUPTI's clean
-steps (kernel names of the first, [start, end] of every kernel, step
-times), the same for the capture check's second capture of the clean graphs (``cupti_second``, graph modes) and
-what the pass reported. OUTDIR/cycle_MODE.json.gz holds, per pass of that mode, [bucket, ops, steps]:
-every step of the CUPTI cycle in run order (clean ones as negative variants), each as [variant, its first kernel's
-start from the cycle's first, [op start, op end, ...] from its own first start] in CUPTI's ns. On the GPU
-machine, from the project root:
+every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed in
+the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``, ``cupti_clean_in_cycles``) and
+for the timer pairs (``timer_steps``, ``timer_clean_in_cycles``; ``timer_durations``: each target op's duration in
+the timer steps under CUPTI), CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step
+times), the same for the capture check's second capture of the clean graphs (``cupti_second``, graph modes) and what
+the pass reported. OUTDIR/cycle_MODE.json.gz holds, per pass of that mode, [bucket, ops, steps]: every step of the
+CUPTI cycle in run order (clean ones as negative variants), each as [variant, its first kernel's start from the
+cycle's first, [op start, op end, ...] from its own first start] in CUPTI's ns. On the GPU machine, from the project
+root:
 
     source .gpu/setup.sh; python3 benchmarks/field/capture_sampled_raw.py $OUT --out $OUT/sampled.json [bench args]
 """
@@ -47,6 +47,7 @@ def main() -> None:
         "stitch": sampled.stitch,
         "cuda_intervals": kp.cuda_intervals,
         "grouped_ops": kp._grouped_ops,
+        "timer_step_durations": kp._timer_step_durations,
     }
 
     def kernel_pass(mode: str, bucket: int, ops: Any, **kwargs: Any) -> Any:
@@ -65,16 +66,24 @@ def main() -> None:
 
     def run_cycles(*args: Any, **kwargs: Any) -> Any:
         steps, clean_ns = originals["run_cycles"](*args, **kwargs)
-        if kwargs.get("ran") is not None:  # the CUPTI cycle: its run order, clean steps as negative variants
-            current["cupti_ran"] = list(kwargs["ran"])
+        timers = bool(args) and isinstance(args[0], kp.TimerVariants)
+        if kwargs.get("ran") is not None:  # a CUPTI cycle: its run order, clean steps as negative variants
+            current["timer_cupti_ran" if timers else "cupti_ran"] = list(kwargs["ran"])
+            if timers:  # the timer steps under CUPTI, for the durations only (``timer_durations``)
+                return steps, clean_ns
         rows = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
-        if args and isinstance(args[0], kp.TimerVariants):  # the timer pairs' steps: timer readings, GPU clock
+        if timers:  # the timer pairs' steps: timer readings, GPU clock
             current["timer_steps"], current["timer_clean_in_cycles"] = rows, clean_ns
         elif "steps" in current:  # the second call: the cycle the pass runs again under CUPTI
             current["cupti_steps"], current["cupti_clean_in_cycles"] = rows, clean_ns
         else:
             current["steps"], current["clean_in_cycles"] = rows, clean_ns
         return steps, clean_ns
+
+    def timer_step_durations(*args: Any, **kwargs: Any) -> Any:
+        durations = originals["timer_step_durations"](*args, **kwargs)
+        current["timer_durations"] = sorted(durations.items())  # per target op, in the timer steps under CUPTI
+        return durations
 
     def clean_reference(clean: Any) -> Any:
         reference = originals["clean_reference"](clean)
@@ -132,6 +141,7 @@ def main() -> None:
         (kp, "variant_kernels", variant_kernels),
         (kp, "cuda_intervals", cuda_intervals),
         (kp, "_grouped_ops", grouped_ops),
+        (kp, "_timer_step_durations", timer_step_durations),
         (sampled, "stitch", stitch),
     ):
         setattr(module, name, wrapper)

@@ -9,20 +9,37 @@ session from 2026-12-02 02:42 UTC). The pairs' sum is not the step's: each pair 
 the op after it. So the pass takes the pairs' mean excess over the stitched gaps of the same ops out of every pair
 (``split``): the per-op split is the pairs', the sum the stitch's.
 
+Op i's duration, taken off its pair, is CUPTI's in the timer steps themselves (``timer_step_durations``), not in
+the clean steps: recapturing a graph piece with timers can change how long an op in it runs. On the H200, 8B
+piecewise, gate_up ran 3.1-5.0 us longer in every recapture than in the clean runner's piece, like the full graph's
+gate_up; taking the clean duration off put all of that into its gap (docs/performance.md, session of 2026-12-02
+from 03:59 UTC).
+
 Pure functions over the steps the measurement layer ran (``measure.kernel_pass``); no torch.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from launchprobe.analysis.sampled import OP_GAP_ABS_NS, OP_GAP_REL, SampledStep
+from launchprobe.analysis.sampled import (
+    OP_GAP_ABS_NS,
+    OP_GAP_REL,
+    SampledStep,
+    StitchRefused,
+    first_difference,
+    group_ops,
+)
 
 PAIR_SPACING = 20  # ops between the targets of one variant: a timer's cost on the next ops has faded by then
 PAIR_STEPS = 48  # steps of each timer-pair variant
+SOLO_ROUNDS = 3  # more rounds of the variants that time a one-per-step op: four times the steps in all
+CUPTI_ROUNDS = 16  # steps of each timer-pair variant under CUPTI, for the ops' durations in the timer steps
+TIMER_KERNEL = "_timer_kernel"  # the timer kernel's name as CUPTI gives it (kernels.triton.timer)
 
 
 def pair_targets(graphed: Sequence[bool], spacing: int = PAIR_SPACING) -> list[list[int]]:
@@ -40,6 +57,41 @@ def marked_ops(targets: Sequence[int]) -> list[int]:
     return sorted({k for i in targets for k in (i - 1, i)})
 
 
+def solo_variants(names: Sequence[str], variants: Sequence[Sequence[int]]) -> list[int]:
+    """The variants whose targets include an op whose name occurs once in the step (final_norm, lm_head): that
+    class's reading is one op's, with no layers to average its noise over, so these run ``SOLO_ROUNDS`` more."""
+    counts = Counter(names)
+    return [v for v, targets in enumerate(variants) if any(counts[names[i]] == 1 for i in targets)]
+
+
+def timer_step_durations(
+    steps: Sequence[tuple[int, Sequence[tuple[str, int, int]]]],
+    counts: Sequence[int],
+    clean_names: Sequence[str],
+    variants: Sequence[Sequence[int]],
+) -> dict[int, float]:
+    """Per target op, the median of its duration over the steps of its variant as CUPTI saw them: ``steps`` are
+    (variant, that step's rows (name, start, end)); the timer kernels are set aside and the rest must be the clean
+    step's kernels (``clean_names``), grouped into ops by ``counts``. Refuses (``StitchRefused``) where a timer
+    step launched other kernels, or its timers are not the variant's."""
+    durations: dict[int, list[int]] = {}
+    for variant, rows in steps:
+        kernels = [(s, e) for name, s, e in rows if TIMER_KERNEL not in name]
+        names = [name for name, _, _ in rows if TIMER_KERNEL not in name]
+        timers = len(rows) - len(kernels)
+        if names != list(clean_names):
+            diff = first_difference(clean_names, names)
+            raise StitchRefused(f"timer-pair variant {variant} launched other kernels than the clean step ({diff})")
+        if timers != len(marked_ops(variants[variant])):
+            raise StitchRefused(
+                f"timer-pair variant {variant} ran {timers} timers, not {len(marked_ops(variants[variant]))}"
+            )
+        spans = group_ops(kernels, counts)
+        for i in variants[variant]:
+            durations.setdefault(i, []).append(spans[i][1] - spans[i][0])
+    return {i: float(statistics.median(d)) for i, d in sorted(durations.items())}
+
+
 def pair_readings(
     steps: Sequence[SampledStep], variants: Sequence[Sequence[int]], clean_ns: float | None
 ) -> dict[int, list[float]]:
@@ -53,8 +105,11 @@ def pair_readings(
     return out
 
 
-def pair_gaps(readings: Mapping[int, Sequence[float]], durations_ns: Sequence[float]) -> dict[int, float]:
-    """Per target op, the median of its timers' differences less its duration."""
+def pair_gaps(
+    readings: Mapping[int, Sequence[float]], durations_ns: Sequence[float] | Mapping[int, float]
+) -> dict[int, float]:
+    """Per target op, the median of its timers' differences less its duration (per op: a sequence over the step's
+    ops, or a mapping holding at least the read ones)."""
     return {i: float(statistics.median(r)) - float(durations_ns[i]) for i, r in sorted(readings.items()) if r}
 
 
@@ -75,10 +130,15 @@ def split(pairs: Mapping[int, float], stitched_gaps_ns: Sequence[float]) -> Time
 
 
 def class_checks(
-    names: Sequence[str], timer: TimerSplit, cupti_gap_ns: Sequence[int | float | None] | None
+    names: Sequence[str],
+    timer: TimerSplit,
+    cupti_gap_ns: Sequence[int | float | None] | None,
+    duration_shift_ns: Mapping[int, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class with covered ops: the median of its split gaps (and of the raw pairs) against CUPTI's clean
-    gaps of the same ops, within 1 us or 15% (the op bar); without CUPTI's gaps, the readings alone."""
+    gaps of the same ops, within 1 us or 15% (the op bar); without CUPTI's gaps, the readings alone. With
+    ``duration_shift_ns`` (per covered op, its duration in the timer steps less in the clean steps), the class's
+    median shift (``duration_shift_ns``)."""
     groups: dict[str, list[int]] = {}
     for i in timer.gaps_ns:
         groups.setdefault(names[i], []).append(i)
@@ -91,6 +151,8 @@ def class_checks(
             "gap_ns_median": gap,
             "raw_gap_ns_median": float(statistics.median(timer.raw_ns[i] for i in members)),
         }
+        if duration_shift_ns is not None and all(i in duration_shift_ns for i in members):
+            row["duration_shift_ns"] = float(statistics.median(duration_shift_ns[i] for i in members))
         seen = [cupti_gap_ns[i] for i in members] if cupti_gap_ns is not None else []
         if seen and all(v is not None for v in seen):
             cupti = float(statistics.median(float(v) for v in seen if v is not None))

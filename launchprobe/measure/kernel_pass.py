@@ -317,11 +317,14 @@ class TimerVariants:
             _marked_runner(clean, ops, set(marks), functools.partial(_then_time, buffer=buffer, pdl=pdl), pool, markers)
             for marks, buffer in zip(self.marks, self.buffers)
         ]
+        self.reading = True  # False: ``read`` copies nothing (under CUPTI, where only the kernels count)
 
     def __len__(self) -> int:
         return len(self.runners)
 
     def read(self, variant: int, boundary: Any) -> dict[int, int]:
+        if not self.reading:
+            return {}
         values = self.buffers[variant].tolist()
         return {i: int(values[i]) for i in self.marks[variant]}
 
@@ -752,9 +755,12 @@ def kernel_pass(
     del variants
     if density == "sampled" and picture is not None and clean.graphs and timers_available():
         trusted = bool((result.get("cupti_check") or {}).get("cupti_trusted"))
+        kernel_counts_ = counts[0] if isinstance(counts, tuple) and cupti else None
+        reference_names = checked.reference.names[0] if checked.reference is not None else None
         result["timer_pairs"] = _timer_pairs(
-            clean, ops, timings, picture, durations_ns, ref, pool, markers, timer_pdl, clean_ns, trusted
-        )
+            clean, ops, timings, picture, durations_ns, ref, pool, markers, timer_pdl, clean_ns, trusted,
+            counts=kernel_counts_, clean_names=reference_names,
+        )  # fmt: skip
     return msgspec.convert(_plain(result), KernelPass)
 
 
@@ -770,20 +776,35 @@ def _timer_pairs(
     pdl: bool,
     clean_ns: float,
     trusted: bool,
+    counts: Sequence[int] | None = None,
+    clean_names: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Each graphed op's gap from a timer pair, split so the covered ops sum to the stitch (``timer_pairs``), and per
-    class against CUPTI's clean gaps (``ops_agree`` only where CUPTI is trusted op for op)."""
+    class against CUPTI's clean gaps (``ops_agree`` only where CUPTI is trusted op for op). The variants that time
+    a one-per-step op run ``SOLO_ROUNDS`` more rounds. With CUPTI's kernels per op (``counts``) and the clean
+    step's kernel names, each op's duration taken off its pair is CUPTI's in the timer steps; else the clean one."""
     targets = timer_pairs.pair_targets([not t.host_launched for t in timings])
     if not targets:
         return {"measured": False, "note": "no two consecutive ops inside one captured graph"}
+    names = [op.name for op in ops]
     variants = TimerVariants(clean, ops, targets, pool, markers, pdl)
-    steps, references = run_cycles(variants, clean, timer_pairs.PAIR_STEPS)
+    solo = timer_pairs.solo_variants(names, targets)
+    steps, references = run_cycles(variants, clean, timer_pairs.PAIR_STEPS, extra=solo, rounds=timer_pairs.SOLO_ROUNDS)
+    in_timer_steps, source = None, "CUPTI's, of clean steps: CUPTI not used"
+    if counts is not None and clean_names is not None:
+        try:
+            in_timer_steps = _timer_step_durations(variants, clean, targets, solo, counts, clean_names)
+            source = f"CUPTI's, of the timer steps ({timer_pairs.CUPTI_ROUNDS} of each variant)"
+        except sampled.StitchRefused as error:
+            source = f"CUPTI's, of clean steps: {error}"
     del variants
     readings = timer_pairs.pair_readings(steps, targets, clean_ns)
+    taken_off = in_timer_steps if in_timer_steps is not None else durations_ns
     split = timer_pairs.split(
-        timer_pairs.pair_gaps(readings, durations_ns), [row["gap_before_ns"] for row in picture.rows]
+        timer_pairs.pair_gaps(readings, taken_off), [row["gap_before_ns"] for row in picture.rows]
     )
-    classes = timer_pairs.class_checks([op.name for op in ops], split, ref.op_gap_ns if ref is not None else None)
+    shifts = {i: d - durations_ns[i] for i, d in in_timer_steps.items()} if in_timer_steps is not None else None
+    classes = timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts)
     overheads = sampled.local_overheads(steps, statistics.median(references))
     verdicts = [c["gap_agrees"] for c in classes if "gap_agrees" in c]
     return {
@@ -792,6 +813,8 @@ def _timer_pairs(
         "spacing": timer_pairs.PAIR_SPACING,
         "variants": len(targets),
         "steps": len(steps),
+        "solo_variants": len(solo),
+        "durations_source": source,
         "ops_covered": len(split.gaps_ns),
         "mean_excess_ns": split.mean_excess_ns,
         "overhead_fraction": overheads.pooled,
@@ -800,6 +823,49 @@ def _timer_pairs(
         "classes": classes,
         "ops_agree": all(verdicts) if verdicts and trusted else None,
     }
+
+
+def _timer_step_durations(
+    variants: TimerVariants,
+    clean: StepRunner,
+    targets: Sequence[Sequence[int]],
+    solo: Sequence[int],
+    counts: Sequence[int],
+    clean_names: Sequence[str],
+) -> dict[int, float]:
+    """The timer variants under CUPTI as the pass ran them (``run_cycles``, ``CUPTI_ROUNDS`` cycles, the solo
+    variants' extra rounds; already warm), nothing read back: per target op, its median duration in its variant's
+    steps."""
+    ran: list[int] = []
+    variants.reading = False
+    try:
+        rows = cuda_intervals(
+            lambda: run_cycles(
+                variants,
+                clean,
+                timer_pairs.CUPTI_ROUNDS,
+                extra=solo,
+                rounds=timer_pairs.SOLO_ROUNDS,
+                warm=False,
+                ran=ran,
+            )
+        )
+    finally:
+        variants.reading = True
+    if not rows:
+        raise sampled.StitchRefused("CUPTI saw no kernels of the timer steps")
+    per_step = sum(counts)
+    sizes = [per_step + (len(variants.marks[v]) if v >= 0 else 0) for v in ran]
+    if len(rows) != sum(sizes):
+        raise sampled.StitchRefused(
+            f"the timer steps under CUPTI ran {len(rows)} kernels, not the {sum(sizes)} they launch"
+        )
+    steps, at = [], 0
+    for v, size in zip(ran, sizes):
+        if v >= 0:
+            steps.append((v, rows[at : at + size]))
+        at += size
+    return timer_pairs.timer_step_durations(steps, counts, clean_names, targets)
 
 
 @dataclass

@@ -424,6 +424,9 @@ def _start_shift_line(shifts: list[StartShift]) -> str:
     )
 
 
+SHIFT_SHOWN_NS = 1_000  # a timer-step duration shift the line names: the op bar's 1 us
+
+
 def _timer_pairs_line(timers: TimerPairs) -> str:
     """The timer pairs' per-class gaps against CUPTI: how many agree, and the ones that do not."""
     if not timers.measured:
@@ -436,6 +439,12 @@ def _timer_pairs_line(timers: TimerPairs) -> str:
         f"excess {(timers.mean_excess_ns or 0.0) / 1e3:+.2f} us over the stitched gaps taken out, so the ops sum to "
         "the stitch)"
     )
+    if timers.durations_source and "timer steps" not in timers.durations_source:
+        head += f"; op durations {v.text(timers.durations_source)}"
+    moved = [c for c in classes if c.duration_shift_ns is not None and abs(c.duration_shift_ns) > SHIFT_SHOWN_NS]
+    if moved:
+        shifts = ", ".join(f"{c.op} {(c.duration_shift_ns or 0.0) / 1e3:+.2f} us" for c in moved)
+        head += f"; the timer steps' own durations taken off, where CUPTI saw them differ from clean: {shifts}"
     if not checked:
         return f"{head}: no CUPTI gaps to set them against"
     misses = [c for c in checked if not c.gap_agrees]

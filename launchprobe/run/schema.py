@@ -269,6 +269,7 @@ class TimerPairClass(Record, kw_only=True):
     cupti_gap_ns_median: float | None = None
     gap_diff_ns: float | None = None
     gap_agrees: bool | None = None
+    duration_shift_ns: float | None = None  # the class's duration in the timer steps less in the clean steps (CUPTI)
 
 
 class TimerPairs(Record, kw_only=True):
@@ -281,6 +282,8 @@ class TimerPairs(Record, kw_only=True):
     spacing: int | None = None  # ops between the targets of one variant
     variants: int | None = None
     steps: int | None = None  # timer-pair steps read
+    solo_variants: int | None = None  # variants timing a one-per-step op, run SOLO_ROUNDS more rounds
+    durations_source: str | None = None  # whose op durations the pairs take off: the timer steps' or clean steps'
     ops_covered: int | None = None  # ops whose gap a pair read (op and predecessor both graphed)
     mean_excess_ns: float | None = None  # the pairs' mean over the stitched gaps of the same ops, taken out
     overhead_fraction: float | None = None  # the pair steps against their clean references (pooled median)
