@@ -299,18 +299,25 @@ def summarise(
 
 
 def timer_summary(kp: Any) -> dict[str, Any]:
-    """The timer pairs' per-class check: classes within the bar of CUPTI, of those checked, and the misses."""
+    """The timer pairs' per-class check: classes that agree (+ like for like), of those checked, the misses, and
+    the verdict over every class with the events' for those the timers do not read."""
     timers = kp.timer_pairs
     if timers is None or not timers.measured:
         return {}
     checked = [c for c in timers.classes or [] if c.gap_agrees is not None]
+    agree = [c for c in checked if (c.gap_verdict or ("agree" if c.gap_agrees else "disagree")) != "disagree"]
+    taken = set(timers.classes_from_events or [])
+    events = [o for o in (kp.cupti_check.ops if kp.cupti_check is not None else []) if o.op in taken]
     return {
         "timer_classes": len(checked),
         "timer_classes_within_bar": sum(bool(c.gap_agrees) for c in checked),
+        "timer_classes_like_for_like": sum(c.gap_verdict == "agree like for like" for c in checked),
         "timer_ops_agree": timers.ops_agree,
         "timer_excess_us": (timers.mean_excess_ns or 0.0) / 1e3,
         "timer_overhead": timers.overhead_fraction,
-        "timer_misses": [f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}" for c in checked if not c.gap_agrees],
+        "timer_misses": [f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}" for c in checked if c not in agree],
+        "with_events_ops_agree": timers.with_events_ops_agree,
+        "with_events_misses": [f"{o.op} {o.gap_diff_ns / 1e3:+.2f}" for o in events if o.gap_verdict == "disagree"],
     }
 
 
@@ -443,7 +450,9 @@ def table(cells: list[dict[str, Any]]) -> str:
             f"classes moved 0.2 us or more; reported, not corrected): {starts}"
         )
     timers = [
-        f"{c['shape']} {c['mode']} b{c['batch']}: {c['timer_classes_within_bar']}/{c['timer_classes']}"
+        f"{c['shape']} {c['mode']} b{c['batch']}: {c['timer_classes_within_bar']}"
+        + (f"+{c['timer_classes_like_for_like']}" if c.get("timer_classes_like_for_like") else "")
+        + f"/{c['timer_classes']}"
         + (" (CUPTI not trusted)" if c.get("timer_ops_agree") is None else "")
         + f", excess {c['timer_excess_us']:+.2f} us, steps {pct(c.get('timer_overhead'))}"
         + (f" [{', '.join(c['timer_misses'])}]" if c.get("timer_misses") else "")
@@ -454,6 +463,21 @@ def table(cells: list[dict[str, Any]]) -> str:
         rows.append(
             "timer pairs (classes within 1 us or 15% of CUPTI's clean gap, of those read; their mean excess over the "
             "stitched gaps, taken out; the pair steps against clean; misses, us): " + "; ".join(timers)
+        )
+        every = {True: "AGREE", False: "DISAGREE", None: "n/a"}
+        both = [
+            f"{c['shape']} {c['mode']} b{c['batch']}: {every[c.get('with_events_ops_agree')]}"
+            + (
+                f" [{', '.join(c['with_events_misses'] + c['timer_misses'])}]"
+                if c.get("with_events_ops_agree") is False
+                else ""
+            )
+            for c in cells
+            if c.get("timer_classes")
+        ]
+        rows.append(
+            "every op class, the timer pairs' verdict where they read it and the events' elsewhere (misses, us, "
+            "events' then timers'): " + "; ".join(both)
         )
     misses = [f"{c['shape']} {c['mode']} b{c['batch']}: {', '.join(c['misses'])}" for c in cells if c.get("misses")]
     if misses:

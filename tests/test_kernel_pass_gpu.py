@@ -183,6 +183,11 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
             # the durations taken off the pairs are CUPTI's in the timer steps, each class's shift from clean beside
             assert "of the timer steps" in (timers.durations_source or ""), timers.durations_source
             assert all(c.duration_shift_ns is not None and abs(c.duration_shift_ns) < 20_000 for c in classes)
+            # each class judged as the events' are; every class by the timers where they read it, else the events
+            assert all(c.gap_verdict in ("agree", "agree like for like", "disagree") for c in classes)
+            taken = set(timers.classes_from_events or [])
+            assert rows[0].op in taken and taken | {c.op for c in classes} == {o.op for o in check.ops}
+            assert not taken & {c.op for c in classes}
 
 
 @pytest.mark.parametrize("mode", ["eager", "full"])

@@ -308,6 +308,20 @@ def test_kernel_pass_sections() -> None:
     assert "; op durations" not in shown
     full_pass_.timer_pairs.durations_source = "CUPTI's, of clean steps: CUPTI not used"
     assert "; op durations CUPTI's, of clean steps: CUPTI not used" in plain_output(run, width=500)
+    # a class judged like for like, and every class with the events' verdict for those the timers do not read
+    assert full_pass_.cupti_check is not None
+    event_ops = full_pass_.cupti_check.ops
+    assert event_ops, "the fixture's pass has an op check"
+    classes[0].gap_agrees, classes[0].gap_verdict, classes[0].gap_diff_ns = False, "agree like for like", -1_500.0
+    full_pass_.timer_pairs.classes_from_events = [event_ops[0].op]
+    event_ops[0].gap_verdict, event_ops[0].gap_diff_ns = "disagree", -1_940.0
+    full_pass_.timer_pairs.with_events_ops_agree = False
+    shown = plain_output(run, width=800)
+    assert "0 of 1 op classes within 1 us or 15% of CUPTI's clean gap, 1 more like for like (CUPTI moves them)" in shown
+    assert (
+        f"every op class, the events' verdict for those the timers do not read ({event_ops[0].op}): "
+        f"DISAGREE ({event_ops[0].op} -1.94 us (events))"
+    ) in shown
     full_pass_.timer_pairs = TimerPairs(measured=False, note="no two consecutive ops inside one captured graph")
     assert "timer pairs: not measured (no two consecutive ops inside one captured graph)" in plain_output(run, 500)
     full_pass_.timer_pairs = None

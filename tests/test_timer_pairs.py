@@ -122,3 +122,42 @@ def test_class_checks_carry_the_duration_shift_in_the_timer_steps() -> None:
     rows = timer_pairs.class_checks(["x", "p", "x", "p"], split, [0, 1_000, 0, 1_000], {1: 3_000.0, 3: 4_000.0})
     assert rows[0]["op"] == "p" and rows[0]["duration_shift_ns"] == 3_500.0
     assert "duration_shift_ns" not in timer_pairs.class_checks(["x", "p", "x", "p"], split, None)[0]
+
+
+def _timer_class(op: str, gap: float, cupti: float) -> dict[str, object]:
+    return {"op": op, "count": 1, "gap_ns_median": gap, "raw_gap_ns_median": gap, "cupti_gap_ns_median": cupti,
+            "gap_diff_ns": gap - cupti, "gap_agrees": abs(gap - cupti) <= max(1_000, 0.15 * abs(cupti))}  # fmt: skip
+
+
+def test_judge_takes_cuptis_effect_where_the_events_found_cupti_moves_the_class() -> None:
+    classes = [_timer_class("lm_head", -300.0, 1_300.0), _timer_class("qkv", 2_000.0, 450.0)]
+    event_ops = [
+        {"op": "lm_head", "cupti_trusted_here": False, "cupti_effect_ns": 2_200.0, "gap_verdict": "agree"},
+        {"op": "qkv", "cupti_trusted_here": True, "cupti_effect_ns": 1_400.0, "gap_verdict": "agree"},
+    ]  # fmt: skip
+    lm_head, qkv = timer_pairs.judge(classes, event_ops)
+    assert lm_head["gap_verdict"] == "agree like for like"  # -0.3 + 2.2 us = 1.9 us against CUPTI's 1.3
+    assert lm_head["gap_under_cupti_diff_ns"] == pytest.approx(600.0) and lm_head["cupti_effect_ns"] == 2_200.0
+    assert qkv["gap_verdict"] == "disagree" and "cupti_effect_ns" not in qkv  # CUPTI trusted: no second chance
+    far = timer_pairs.judge([_timer_class("lm_head", -3_000.0, 1_300.0)], event_ops)[0]
+    assert far["gap_verdict"] == "disagree"  # -3.0 + 2.2 us is still 2.1 us off
+    assert (
+        timer_pairs.judge([_timer_class("x", 0.0, 0.0) | {"cupti_gap_ns_median": None}], [])[0].get("gap_verdict")
+        is None
+    )
+
+
+def test_with_events_judges_every_class_by_the_better_reading() -> None:
+    timers = timer_pairs.judge([_timer_class("qkv", 500.0, 450.0), _timer_class("lm_head", 3_000.0, 450.0)], [])
+    events = [
+        {"op": "embed", "gap_verdict": "agree", "gap_diff_ns": -200.0},
+        {"op": "qkv", "gap_verdict": "disagree", "gap_diff_ns": 1_300.0},  # the timers read it: theirs counts
+        {"op": "o_proj", "gap_verdict": "disagree", "gap_diff_ns": -1_240.0},
+        {"op": "lm_head", "gap_verdict": "agree", "gap_diff_ns": 100.0},
+    ]
+    both = timer_pairs.with_events(timers, events)
+    assert both.ops_agree is False and both.from_events == ["embed", "o_proj"]
+    assert both.misses == [("o_proj", "events", -1_240.0), ("lm_head", "timers", 2_550.0)]
+    good = timer_pairs.with_events(timers[:1], [events[0], events[1]])
+    assert good.ops_agree is True and good.misses == []
+    assert timer_pairs.with_events(timers, [{"op": "embed"}]).ops_agree is None  # a class with no verdict

@@ -34,6 +34,7 @@ from launchprobe.analysis.sampled import (
     first_difference,
     group_ops,
 )
+from launchprobe.run.schema import GAP_AGREE, GAP_AGREE_LIKE_FOR_LIKE, GAP_DISAGREE
 
 PAIR_SPACING = 20  # ops between the targets of one variant: a timer's cost on the next ops has faded by then
 PAIR_STEPS = 48  # steps of each timer-pair variant
@@ -163,3 +164,63 @@ def class_checks(
             )
         out.append(row)
     return out
+
+
+def _within(value: float, reference: float) -> bool:
+    return abs(value - reference) <= max(OP_GAP_ABS_NS, OP_GAP_REL * abs(reference))
+
+
+def judge(classes: Sequence[dict[str, Any]], event_ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each class with CUPTI's gap beside it gets a ``gap_verdict``, as the events' op check gives its own: "agree"
+    within the op bar; where the events' check found that CUPTI moves the class beyond the bar
+    (``cupti_trusted_here`` false: CUPTI's value is not the class's clean gap), "agree like for like" when the
+    timers' gap plus CUPTI's effect on it (the events' ``cupti_effect_ns``) is within the bar; else "disagree"."""
+    moved = {
+        o["op"]: o for o in event_ops if o.get("cupti_trusted_here") is False and o.get("cupti_effect_ns") is not None
+    }
+    out = []
+    for row in classes:
+        row = dict(row)
+        if row.get("cupti_gap_ns_median") is not None:
+            cupti = float(row["cupti_gap_ns_median"])
+            verdict = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
+            other = moved.get(row["op"])
+            if other is not None:
+                like = float(row["gap_ns_median"]) + float(other["cupti_effect_ns"])
+                row.update(cupti_effect_ns=float(other["cupti_effect_ns"]), gap_under_cupti_diff_ns=like - cupti)
+                if verdict == GAP_DISAGREE and _within(like, cupti):
+                    verdict = GAP_AGREE_LIKE_FOR_LIKE
+            row["gap_verdict"] = verdict
+        out.append(row)
+    return out
+
+
+@dataclass(frozen=True)
+class WithEvents:
+    ops_agree: bool | None  # every class agrees: the timers' verdict where they read it, the events' elsewhere
+    from_events: list[str]  # the classes whose verdict is the events'
+    misses: list[tuple[str, str, float]]  # (class, "timers" or "events", its gap less CUPTI's, ns)
+
+
+def with_events(classes: Sequence[Mapping[str, Any]], event_ops: Sequence[Mapping[str, Any]]) -> WithEvents:
+    """Every op class of the step judged by the better reading: the timer pairs' where they read the class (they
+    carry no event's move of an op's start), the events' op check elsewhere (host-launched ops and those after
+    one, op 0). None where a class has no verdict."""
+    timers = {c["op"]: c for c in classes if c.get("gap_verdict") is not None}
+    verdicts: list[bool] = []
+    from_events: list[str] = []
+    misses: list[tuple[str, str, float]] = []
+    for event in event_ops:
+        name = event["op"]
+        if name in timers:
+            row, source = timers[name], "timers"
+        elif event.get("gap_verdict") is not None:
+            row, source = event, "events"
+            from_events.append(name)
+        else:
+            return WithEvents(None, from_events, misses)
+        agrees = row["gap_verdict"] != GAP_DISAGREE
+        verdicts.append(agrees)
+        if not agrees:
+            misses.append((name, source, float(row.get("gap_diff_ns") or 0.0)))
+    return WithEvents(all(verdicts) if verdicts else None, from_events, misses)

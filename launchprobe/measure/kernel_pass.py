@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol
 
@@ -25,6 +25,7 @@ from launchprobe.analysis.kernel_gaps import OpTiming, gap_distribution
 from launchprobe.measure.cupti import cuda_intervals
 from launchprobe.measure.markers import Markers
 from launchprobe.measure.timing import pinned_host
+from launchprobe.run.schema import GAP_DISAGREE
 from launchprobe.workload.model import Op
 from launchprobe.workload.modes import Segment, StepRunner, split_segments
 
@@ -760,6 +761,7 @@ def kernel_pass(
         result["timer_pairs"] = _timer_pairs(
             clean, ops, timings, picture, durations_ns, ref, pool, markers, timer_pdl, clean_ns, trusted,
             counts=kernel_counts_, clean_names=reference_names,
+            event_ops=(result.get("cupti_check") or {}).get("ops") or [],
         )  # fmt: skip
     return msgspec.convert(_plain(result), KernelPass)
 
@@ -778,11 +780,14 @@ def _timer_pairs(
     trusted: bool,
     counts: Sequence[int] | None = None,
     clean_names: Sequence[str] | None = None,
+    event_ops: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Each graphed op's gap from a timer pair, split so the covered ops sum to the stitch (``timer_pairs``), and per
     class against CUPTI's clean gaps (``ops_agree`` only where CUPTI is trusted op for op). The variants that time
     a one-per-step op run ``SOLO_ROUNDS`` more rounds. With CUPTI's kernels per op (``counts``) and the clean
-    step's kernel names, each op's duration taken off its pair is CUPTI's in the timer steps; else the clean one."""
+    step's kernel names, each op's duration taken off its pair is CUPTI's in the timer steps; else the clean one.
+    ``event_ops``: the events' op check (``cupti_check.ops``), for the classes CUPTI moves (``timer_pairs.judge``)
+    and for the verdict over every class, the events' where the timers read none (``with_events``)."""
     targets = timer_pairs.pair_targets([not t.host_launched for t in timings])
     if not targets:
         return {"measured": False, "note": "no two consecutive ops inside one captured graph"}
@@ -804,9 +809,12 @@ def _timer_pairs(
         timer_pairs.pair_gaps(readings, taken_off), [row["gap_before_ns"] for row in picture.rows]
     )
     shifts = {i: d - durations_ns[i] for i, d in in_timer_steps.items()} if in_timer_steps is not None else None
-    classes = timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts)
+    classes = timer_pairs.judge(
+        timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts), event_ops
+    )
+    both = timer_pairs.with_events(classes, event_ops)
     overheads = sampled.local_overheads(steps, statistics.median(references))
-    verdicts = [c["gap_agrees"] for c in classes if "gap_agrees" in c]
+    verdicts = [c["gap_verdict"] != GAP_DISAGREE for c in classes if "gap_verdict" in c]
     return {
         "measured": True,
         "pdl": pdl,
@@ -822,6 +830,8 @@ def _timer_pairs(
         "gaps_ns": [split.gaps_ns.get(i) for i in range(len(ops))],
         "classes": classes,
         "ops_agree": all(verdicts) if verdicts and trusted else None,
+        "with_events_ops_agree": both.ops_agree if trusted else None,
+        "classes_from_events": both.from_events,
     }
 
 

@@ -12,6 +12,7 @@ from launchprobe.run.schema import (
     CUPTI_EFFECT_HEAD_VARIANT,
     GAP_AGREE_ACROSS_CAPTURES,
     GAP_AGREE_LIKE_FOR_LIKE,
+    GAP_DISAGREE,
     OVERHEAD_BASIS_POOLED,
     CaptureCheck,
     CeilingsRecord,
@@ -24,6 +25,7 @@ from launchprobe.run.schema import (
     OpCheck,
     ShapeRecord,
     StartShift,
+    TimerPairClass,
     TimerPairs,
     WhatIf,
 )
@@ -402,7 +404,7 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
     if kp.cupti_capture_check is not None:
         lines.append(_capture_line(kp.cupti_capture_check))
     if kp.timer_pairs is not None:
-        lines.append(_timer_pairs_line(kp.timer_pairs))
+        lines.append(_timer_pairs_line(kp.timer_pairs, kp.cupti_check.ops if kp.cupti_check is not None else []))
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)
@@ -427,8 +429,9 @@ def _start_shift_line(shifts: list[StartShift]) -> str:
 SHIFT_SHOWN_NS = 1_000  # a timer-step duration shift the line names: the op bar's 1 us
 
 
-def _timer_pairs_line(timers: TimerPairs) -> str:
-    """The timer pairs' per-class gaps against CUPTI: how many agree, and the ones that do not."""
+def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck]) -> str:
+    """The timer pairs' per-class gaps against CUPTI: how many agree, the ones that do not, and the verdict over
+    every class with the events' for the classes the timers do not read."""
     if not timers.measured:
         return f"timer pairs: not measured ({v.text(timers.note or 'no reason given')})"
     classes = timers.classes or []
@@ -447,14 +450,30 @@ def _timer_pairs_line(timers: TimerPairs) -> str:
         head += f"; the timer steps' own durations taken off, where CUPTI saw them differ from clean: {shifts}"
     if not checked:
         return f"{head}: no CUPTI gaps to set them against"
-    misses = [c for c in checked if not c.gap_agrees]
+
+    def agrees(c: TimerPairClass) -> bool:
+        return c.gap_verdict != GAP_DISAGREE if c.gap_verdict is not None else bool(c.gap_agrees)
+
+    misses = [c for c in checked if not agrees(c)]
+    like = [c for c in checked if c.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE]
     verdicts = {True: "AGREE", False: "DISAGREE", None: "not judged: CUPTI not trusted op for op"}
-    verdict = verdicts[timers.ops_agree]
     worst = ", ".join(f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f} us" for c in misses)
-    return (
-        f"{head}: {len(checked) - len(misses)} of {len(checked)} op classes within 1 us or 15% of CUPTI's clean gap, "
-        f"{verdict}" + (f" ({worst})" if worst else "")
-    )
+    line = (
+        f"{head}: {len(checked) - len(misses) - len(like)} of {len(checked)} op classes within 1 us or 15% of CUPTI's "
+        "clean gap" + (f", {len(like)} more like for like (CUPTI moves them)" if like else "")
+        + f", {verdicts[timers.ops_agree]}" + (f" ({worst})" if worst else "")
+    )  # fmt: skip
+    if timers.classes_from_events is not None:
+        taken = set(timers.classes_from_events)
+        event_misses = [o for o in event_ops if o.op in taken and o.gap_verdict == GAP_DISAGREE]
+        missed = [f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f} us (timers)" for c in misses]
+        missed += [f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us (events)" for o in event_misses]
+        names = ", ".join(timers.classes_from_events) or "none"
+        line += (
+            f"; every op class, the events' verdict for those the timers do not read ({names}): "
+            f"{verdicts[timers.with_events_ops_agree]}" + (f" ({', '.join(missed)})" if missed else "")
+        )
+    return line
 
 
 def _fraction(value: float | None) -> str:

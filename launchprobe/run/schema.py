@@ -270,6 +270,10 @@ class TimerPairClass(Record, kw_only=True):
     gap_diff_ns: float | None = None
     gap_agrees: bool | None = None
     duration_shift_ns: float | None = None  # the class's duration in the timer steps less in the clean steps (CUPTI)
+    # where the events' check found CUPTI moves the class: its effect there, and the timers' gap plus it less CUPTI's
+    cupti_effect_ns: float | None = None
+    gap_under_cupti_diff_ns: float | None = None
+    gap_verdict: str | None = None  # agree / agree like for like / disagree, as the events' OpCheck.gap_verdict
 
 
 class TimerPairs(Record, kw_only=True):
@@ -290,7 +294,10 @@ class TimerPairs(Record, kw_only=True):
     variant_overhead_max_fraction: float | None = None
     gaps_ns: list[float | None] | None = None  # per op, its split gap; None where no pair read it
     classes: list[TimerPairClass] | None = None
-    ops_agree: bool | None = None  # every class within the bar; None where CUPTI is not trusted op for op
+    ops_agree: bool | None = None  # no class's verdict is disagree; None where CUPTI is not trusted op for op
+    # every op class of the step: the timers' verdict where they read it, the events' (cupti_check.ops) elsewhere
+    with_events_ops_agree: bool | None = None
+    classes_from_events: list[str] | None = None  # the classes that verdict takes from the events
 
 
 class CaptureShift(Record, kw_only=True):
