@@ -11,8 +11,8 @@ the op after it. So the pass takes the pairs' mean excess over the stitched gaps
 
 Op i's duration, taken off its pair, is CUPTI's in the timer steps themselves (``timer_step_durations``), not in
 the clean steps: recapturing a graph piece with timers can change how long an op in it runs. On the H200, 8B
-piecewise, gate_up ran 3.1-5.0 us longer in every recapture than in the clean runner's piece, like the full graph's
-gate_up; taking the clean duration off put all of that into its gap (docs/performance.md, session of 2026-12-02
+piecewise, gate_up ran 3.1-5.0 us longer in the recaptures than in the clean runner's piece in three of four
+captures; taking the clean duration off put all of that into its gap (docs/performance.md, session of 2026-12-02
 from 03:59 UTC).
 
 Pure functions over the steps the measurement layer ran (``measure.kernel_pass``); no torch.
