@@ -20,6 +20,7 @@ import pytest
 
 from launchprobe.analysis import timer_pairs
 from launchprobe.analysis.sampled import SampledStep
+from tests.field_numpy import cupti_ops, timer_differences
 
 FIXTURE = Path(__file__).parent / "fixtures" / "field" / "sampled_timer_h200.json.gz"
 
@@ -30,26 +31,9 @@ def _cells() -> dict[tuple[str, str], dict[str, Any]]:
     return {(c["shape"], c["mode"]): c for c in doc["cells"]}
 
 
-def _cupti_ops(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Per clean step and op, CUPTI's op start and end (first kernel's start, last kernel's end), numpy."""
-    bounds = np.cumsum([0, *cell["counts"]])
-    kernels = np.asarray(cell["cupti_kernels"], dtype=np.int64)  # steps x kernels x 2
-    starts = np.stack([kernels[:, a:b, 0].min(axis=1) for a, b in zip(bounds, bounds[1:])], axis=1)
-    ends = np.stack([kernels[:, a:b, 1].max(axis=1) for a, b in zip(bounds, bounds[1:])], axis=1)
-    return starts, ends
-
-
 def _numpy_pairs(cell: dict[str, Any]) -> dict[int, float]:
-    """Per op a timer pair read: median over its steps of (timer_i - timer_(i-1)) x clean / reference, less the
-    pass's duration of the op."""
-    clean_ns = cell["clean_step_ms"] * 1e6
-    diffs: dict[int, list[float]] = {}
-    for _, reference, ends in cell["timer_steps"]:
-        marks = dict(ends)
-        for i, t in marks.items():
-            if i - 1 in marks:
-                diffs.setdefault(i, []).append((t - marks[i - 1]) * clean_ns / reference)
-    return {i: float(np.median(v)) - cell["durations"][i] for i, v in diffs.items()}
+    """Per op a timer pair read less the pass's duration of the op."""
+    return {i: d - cell["durations"][i] for i, d in timer_differences(cell).items()}
 
 
 @pytest.mark.parametrize("key", [("llama-3.2-1b", "full"), ("llama-3-8b", "piecewise")])
@@ -76,13 +60,13 @@ def test_the_pass_read_the_pairs_as_numpy_does(key: tuple[str, str]) -> None:
     excess = recorded["mean_excess_ns"]
     assert max(abs(gaps[i] - (mine[i] - excess)) for i in covered) < 1.0
     # the durations the pass used are CUPTI's clean medians
-    starts, ends = _cupti_ops(cell)
+    starts, ends = cupti_ops(cell)
     assert np.allclose(cell["durations"], np.median(ends - starts, axis=0), atol=1.0)
 
 
 def _class_misses(cell: dict[str, Any]) -> dict[str, float]:
     """Per class the timers read, numpy's split median less CUPTI's clean median gap (numpy)."""
-    starts, ends = _cupti_ops(cell)
+    starts, ends = cupti_ops(cell)
     running_end = np.maximum.accumulate(ends, axis=1)
     gap = np.median(starts[:, 1:] - running_end[:, :-1], axis=0)  # before op i, i >= 1
     pairs = _numpy_pairs(cell)

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.field_numpy import cupti_ops, timer_differences
+
 FIXTURE = Path(__file__).parent / "fixtures" / "field" / "sampled_timer_steps_h200.json.gz"
 BAR_NS, BAR_REL = 1_000.0, 0.15  # the issue's op bar, written out here rather than imported
 
@@ -34,25 +36,10 @@ def _cells() -> dict[tuple[str, int], dict[str, Any]]:
 
 def _cupti_clean(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """Per op, CUPTI's clean median duration and gap before it (gap 0 for op 0), numpy."""
-    bounds = np.cumsum([0, *cell["counts"]])
-    kernels = np.asarray(cell["cupti_kernels"], dtype=np.int64)  # steps x kernels x 2
-    starts = np.stack([kernels[:, a:b, 0].min(axis=1) for a, b in zip(bounds, bounds[1:])], axis=1)
-    ends = np.stack([kernels[:, a:b, 1].max(axis=1) for a, b in zip(bounds, bounds[1:])], axis=1)
+    starts, ends = cupti_ops(cell)
     running_end = np.maximum.accumulate(ends, axis=1)
     gaps = np.concatenate([[0.0], np.median(starts[:, 1:] - running_end[:, :-1], axis=0)])
     return np.median(ends - starts, axis=0), gaps
-
-
-def _readings(cell: dict[str, Any]) -> dict[int, float]:
-    """Per op a timer pair read: median over its steps of (timer_i - timer_(i-1)) x clean / reference."""
-    clean_ns = cell["clean_step_ms"] * 1e6
-    diffs: dict[int, list[float]] = {}
-    for _, reference, ends in cell["timer_steps"]:
-        marks = dict(ends)
-        for i, t in marks.items():
-            if i - 1 in marks:
-                diffs.setdefault(i, []).append((t - marks[i - 1]) * clean_ns / reference)
-    return {i: float(np.median(v)) for i, v in diffs.items()}
 
 
 def _class_misses(cell: dict[str, Any], durations: Mapping[int, float] | Sequence[float]) -> dict[str, float]:
@@ -60,7 +47,7 @@ def _class_misses(cell: dict[str, Any], durations: Mapping[int, float] | Sequenc
     CUPTI's clean median gap. The stitch's gaps are not in the fixture, only the recorded excess over them of the
     pairs as the pass took them (reading - timer-step duration): with other durations the excess moves by their
     mean difference."""
-    readings = _readings(cell)
+    readings = timer_differences(cell)
     taken = dict(cell["timer_durations"])
     pairs = {i: readings[i] - float(durations[i]) for i in readings}
     excess = cell["timer_pairs"]["mean_excess_ns"] + float(np.mean([taken[i] - float(durations[i]) for i in readings]))
@@ -83,7 +70,7 @@ def test_the_pass_took_the_timer_steps_durations_off_the_pairs(key: tuple[str, i
     cell = _cells()[key]
     recorded = cell["timer_pairs"]
     assert "of the timer steps" in recorded["durations_source"]
-    readings = _readings(cell)
+    readings = timer_differences(cell)
     taken = dict(cell["timer_durations"])
     assert sorted(readings) == sorted(taken) == [i for i, g in enumerate(recorded["gaps_ns"]) if g is not None]
     excess = recorded["mean_excess_ns"]
