@@ -756,11 +756,11 @@ def kernel_pass(
     del variants
     if density == "sampled" and picture is not None and clean.graphs and timers_available():
         trusted = bool((result.get("cupti_check") or {}).get("cupti_trusted"))
-        kernel_counts_ = counts[0] if isinstance(counts, tuple) and cupti else None
+        op_counts = counts[0] if isinstance(counts, tuple) and cupti else None
         reference_names = checked.reference.names[0] if checked.reference is not None else None
         result["timer_pairs"] = _timer_pairs(
             clean, ops, timings, picture, durations_ns, ref, pool, markers, timer_pdl, clean_ns, trusted,
-            counts=kernel_counts_, clean_names=reference_names,
+            counts=op_counts, clean_names=reference_names,
             event_ops=(result.get("cupti_check") or {}).get("ops") or [],
         )  # fmt: skip
     return msgspec.convert(_plain(result), KernelPass)
