@@ -318,6 +318,8 @@ def test_kernel_pass_sections() -> None:
     full_pass_.timer_pairs.with_events_ops_agree = False
     shown = plain_output(run, width=800)
     assert "0 of 1 op classes within 1 us or 15% of CUPTI's clean gap, 1 more like for like (CUPTI moves them)" in shown
+    silu_rows = [line for line in shown.splitlines() if line.strip().startswith("silu_mul")]
+    assert any(row.rstrip().endswith("ok like for like") for row in silu_rows), silu_rows  # the op table's column
     assert (
         f"every op class, the events' verdict for those the timers do not read ({event_ops[0].op}): "
         f"DISAGREE ({event_ops[0].op} -1.94 us (events))"

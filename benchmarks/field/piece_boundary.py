@@ -63,13 +63,14 @@ def specs(kv: Sequence[int], op: Sequence[int], recaptures: int = 1) -> dict[str
 
 class LabVariants:
     """What ``kernel_pass.run_cycles`` needs of ``kernel_pass.Variants`` (runners, len, read), for event specs
-    with host events before an op as well as after. A graphed piece with an event in it is captured afresh."""
+    with host events before an op as well as after. A graphed piece with an event in it is captured afresh
+    (``kernel_pass._marked_runner``)."""
 
     def __init__(self, clean: Any, ops: Sequence[Any], plan: Sequence[Spec], pool: Any) -> None:
         import torch
 
+        from launchprobe.measure import kernel_pass
         from launchprobe.workload.model import Op
-        from launchprobe.workload.modes import Segment, StepRunner
 
         stream = torch.cuda.current_stream()
         self.events: list[dict[tuple[str, int], Any]] = []
@@ -84,26 +85,11 @@ class LabVariants:
             self.events.append(events)
         torch.cuda.synchronize()
         for spec, events in zip(plan, self.events):
-            segments, at = [], 0
-            for segment in clean.segments:
-                mine = range(at, at + len(segment.ops))
-                at += len(segment.ops)
-                if not any(i in spec for i in mine):
-                    segments.append(segment)
-                    continue
-                wrapped = [
-                    self._wrap(Op, ops[i], events, i, segment.graphed, stream) if i in spec else ops[i] for i in mine
-                ]
-                new = Segment(wrapped, graphed=segment.graphed)
-                if segment.graphed:
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, pool=pool):
-                        for op in wrapped:
-                            op.run()
-                    new.graph = graph
-                segments.append(new)
-            torch.cuda.synchronize()
-            self.runners.append(StepRunner("piecewise", clean.bucket, segments, markers=None, range_name="lab"))
+
+            def mark(op: Any, i: int, graphed: bool, events: dict[tuple[str, int], Any] = events) -> Any:
+                return self._wrap(Op, op, events, i, graphed, stream)
+
+            self.runners.append(kernel_pass._marked_runner(clean, ops, set(spec), mark, pool, None))
 
     @staticmethod
     def _wrap(op_type: Any, op: Any, events: dict[tuple[str, int], Any], i: int, graphed: bool, stream: Any) -> Any:

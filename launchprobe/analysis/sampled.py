@@ -1094,8 +1094,9 @@ def cupti_reference(
 # The checks
 
 
-def _close(a: float, b: float, abs_ns: float, rel: float) -> bool:
-    return abs(a - b) <= max(abs_ns, rel * abs(b))
+def within_op_bar(value: float, reference: float) -> bool:
+    """The op bar of issue 12: ``value`` within 1 us or 15% of ``reference`` (CUPTI's)."""
+    return abs(value - reference) <= max(OP_GAP_ABS_NS, OP_GAP_REL * abs(reference))
 
 
 def _class_noise(rows: Sequence[dict[str, Any]], members: Sequence[int]) -> float:
@@ -1160,7 +1161,7 @@ def op_class_checks(
             "events_gap_ns_median": events_gap,
             "cupti_gap_ns_median": cupti_gap,
             "gap_diff_ns": events_gap - cupti_gap,
-            "gap_agrees": _close(events_gap, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL),
+            "gap_agrees": within_op_bar(events_gap, cupti_gap),
         }
         row["gap_verdict"] = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
         if start_bias is not None and start_bias.get(name) is not None:
@@ -1176,7 +1177,7 @@ def op_class_checks(
         else:
             source = None
         if source is not None:
-            like_agrees = _close(like, cupti_gap, OP_GAP_ABS_NS, OP_GAP_REL)
+            like_agrees = within_op_bar(like, cupti_gap)
             bar = max(OP_GAP_ABS_NS, OP_GAP_REL * abs(cupti_gap))
             moved = abs(effect) > max(bar, CUPTI_EFFECT_SIGMAS * effect_noise)
             row.update(
@@ -1193,7 +1194,7 @@ def op_class_checks(
         other = captured.get(name)
         if other is not None and other.get("second_gap_ns_median") is not None:
             second = float(other["second_gap_ns_median"])
-            second_agrees = _close(events_gap, second, OP_GAP_ABS_NS, OP_GAP_REL)
+            second_agrees = within_op_bar(events_gap, second)
             row.update(
                 cupti_second_capture_gap_ns_median=second,
                 capture_moved=bool(other["beyond_bar"]),
@@ -1206,7 +1207,7 @@ def op_class_checks(
                 events_duration_ns_median=events_dur,
                 cupti_duration_ns_median=cupti_dur,
                 duration_diff_ns=events_dur - cupti_dur,
-                duration_agrees=_close(events_dur, cupti_dur, OP_GAP_ABS_NS, OP_GAP_REL),
+                duration_agrees=within_op_bar(events_dur, cupti_dur),
             )
         out.append(row)
     return out

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from launchprobe.analysis.sampled import (
-    OP_GAP_ABS_NS,
-    OP_GAP_REL,
     SampledStep,
     StitchRefused,
     first_difference,
     group_ops,
+    within_op_bar,
 )
 from launchprobe.run.schema import GAP_AGREE, GAP_AGREE_LIKE_FOR_LIKE, GAP_DISAGREE
 
@@ -160,14 +159,10 @@ def class_checks(
             row.update(
                 cupti_gap_ns_median=cupti,
                 gap_diff_ns=gap - cupti,
-                gap_agrees=abs(gap - cupti) <= max(OP_GAP_ABS_NS, OP_GAP_REL * abs(cupti)),
+                gap_agrees=within_op_bar(gap, cupti),
             )
         out.append(row)
     return out
-
-
-def _within(value: float, reference: float) -> bool:
-    return abs(value - reference) <= max(OP_GAP_ABS_NS, OP_GAP_REL * abs(reference))
 
 
 def judge(classes: Sequence[dict[str, Any]], event_ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -188,7 +183,7 @@ def judge(classes: Sequence[dict[str, Any]], event_ops: Sequence[Mapping[str, An
             if other is not None:
                 like = float(row["gap_ns_median"]) + float(other["cupti_effect_ns"])
                 row.update(cupti_effect_ns=float(other["cupti_effect_ns"]), gap_under_cupti_diff_ns=like - cupti)
-                if verdict == GAP_DISAGREE and _within(like, cupti):
+                if verdict == GAP_DISAGREE and within_op_bar(like, cupti):
                     verdict = GAP_AGREE_LIKE_FOR_LIKE
             row["gap_verdict"] = verdict
         out.append(row)

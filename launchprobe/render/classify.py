@@ -318,7 +318,7 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
         if timers:
             timer = timers.get(o.op)
             row.append(v.sig(timer.gap_ns_median, 1e-3) if timer else v.MISSING)
-            row.append(("ok" if timer.gap_agrees else "DIFF") if timer and timer.gap_agrees is not None else v.MISSING)
+            row.append(_class_mark(timer) if timer and timer.gap_agrees is not None else v.MISSING)
         body.append(row)
     columns = ["op", "count", "median\nduration us", "median gap\nbefore us", "share of\nstep", "achieved\nTB/s"]
     if checks:
@@ -591,8 +591,8 @@ def _host_line(kp: KernelPass) -> str | None:
     )
 
 
-def _class_mark(check: OpCheck) -> str:
-    """The op table's verdict for one class against CUPTI."""
+def _class_mark(check: OpCheck | TimerPairClass) -> str:
+    """The op table's verdict for one class against CUPTI, by the events or the timer pairs."""
     if check.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE:
         return "ok like for like"
     if check.gap_verdict == GAP_AGREE_ACROSS_CAPTURES:
