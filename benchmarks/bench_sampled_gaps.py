@@ -307,8 +307,18 @@ def timer_summary(kp: Any) -> dict[str, Any]:
     checked = [c for c in timers.classes or [] if c.gap_agrees is not None]
     agree = [c for c in checked if (c.gap_verdict or ("agree" if c.gap_agrees else "disagree")) != "disagree"]
     taken = set(timers.classes_from_events or [])
-    events = [o for o in (kp.cupti_check.ops if kp.cupti_check is not None else []) if o.op in taken]
+    every_event = kp.cupti_check.ops if kp.cupti_check is not None else []
+    events = [o for o in every_event if o.op in taken]
+    hosted = {r.op for r in kp.kernels or [] if r.host_launched}
+    by_events = {o.op: o.gap_diff_ns for o in every_event}
     return {
+        # host-launched classes the timers read (piecewise kv_write): their miss and the events' side by side, us
+        "host_classes_timers_events": [
+            f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}/{by_events[c.op] / 1e3:+.2f}"
+            for c in checked
+            if c.op in hosted and by_events.get(c.op) is not None
+        ],
+        "timer_behind": list(timers.after_piece_behind or []),
         "timer_classes": len(checked),
         "timer_classes_within_bar": sum(bool(c.gap_agrees) for c in checked),
         "timer_classes_like_for_like": sum(c.gap_verdict == "agree like for like" for c in checked),
@@ -456,6 +466,12 @@ def table(cells: list[dict[str, Any]]) -> str:
         + (" (CUPTI not trusted)" if c.get("timer_ops_agree") is None else "")
         + f", excess {c['timer_excess_us']:+.2f} us, steps {pct(c.get('timer_overhead'))}"
         + (f" [{', '.join(c['timer_misses'])}]" if c.get("timer_misses") else "")
+        + (
+            f"; host-launched, timers/events: {', '.join(c['host_classes_timers_events'])}"
+            if c.get("host_classes_timers_events")
+            else ""
+        )
+        + (f"; not read, host behind: {', '.join(c['timer_behind'])}" if c.get("timer_behind") else "")
         for c in cells
         if c.get("timer_classes")
     ]

@@ -163,12 +163,19 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
         assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)
-    timers = result.timer_pairs  # graph modes: each graphed op after a graphed op, read by a timer pair
+    timers = result.timer_pairs  # graph modes: each op after a graphed op, read by a timer pair
     if mode == "eager":
         assert timers is None
     else:
-        covered = [i for i in range(1, len(rows)) if not hosted[i] and not hosted[i - 1]]
-        assert timers is not None and timers.measured and timers.ops_covered == len(covered)
+        assert timers is not None and timers.measured
+        # piecewise: kv_write too, after each graph piece, its second timer launched by the host, two a step at most
+        after = [i for i in range(1, len(rows)) if hosted[i] and not hosted[i - 1]]
+        assert {rows[i].op for i in after} == ({"kv_write"} if mode == "piecewise" else set())
+        per_step = timer_pairs.HOST_TIMERS_PER_STEP
+        assert timers.after_piece_variants == -(-len(after) // per_step)
+        behind = {int(b.split("(op ")[1].rstrip(")")) for b in timers.after_piece_behind or []}
+        covered = [i for i in range(1, len(rows)) if not hosted[i - 1] and i not in behind]
+        assert timers.ops_covered == len(covered)
         gaps = timers.gaps_ns
         assert gaps is not None and [i for i, g in enumerate(gaps) if g is not None] == covered
         # split so the covered ops sum to the stitch, each op keeping its pair's reading less one mean excess

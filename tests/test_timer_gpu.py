@@ -55,3 +55,35 @@ def test_two_timers_read_the_kernel_between_them_as_cupti_does(pdl: bool) -> Non
     cupti, timers = statistics.median(spans), statistics.median(readings)
     assert cupti > 10_000  # the sleep is long enough to tell
     assert abs(timers - cupti) < 1_500, (timers, cupti)
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_a_bound_timer_launched_by_the_host_reads_as_the_captured_one(pdl: bool) -> None:
+    """The host launches a sleep kernel and a bound timer (relaunched directly, no Triton dispatch) after it, in a
+    stream with no graph: the timer reads the sleep's end as CUPTI does (within the timer's lag)."""
+    from launchprobe.kernels.triton.launch import pdl_supported
+    from launchprobe.kernels.triton.timer import bound_timer
+    from launchprobe.measure.cupti import cuda_intervals
+
+    if pdl and not pdl_supported(torch.device("cuda")):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0")
+    times = torch.zeros(2, dtype=torch.int64, device="cuda")
+    first, second = bound_timer(times, 0, pdl), bound_timer(times, 1, pdl)
+    torch.cuda.synchronize()
+    readings: list[int] = []
+
+    def work() -> None:
+        for _ in range(20):
+            torch.cuda._sleep(20_000)
+            first()
+            torch.cuda._sleep(40_000)
+            second()
+            torch.cuda.synchronize()
+            t0, t1 = times.tolist()
+            readings.append(t1 - t0)
+
+    rows = [r for r in cuda_intervals(work) if "DtoH" not in r[0]]
+    sleeps = [r for r in rows if "timer" not in r[0]]
+    assert len(sleeps) == 40 and len(rows) == 80, [r[0] for r in rows[:6]]
+    spans = [sleeps[k + 1][2] - sleeps[k][2] for k in range(0, 40, 2)]  # second sleep's end less the first's
+    assert abs(statistics.median(readings) - statistics.median(spans)) < 1_500, (readings[:3], spans[:3])

@@ -13,14 +13,38 @@ def test_targets_are_graphed_ops_after_graphed_ops_spread_over_variants() -> Non
     graphed = [True] * 4 + [False] + [True] * 5
     variants = timer_pairs.pair_targets(graphed, spacing=3)
     flat = sorted(i for v in variants for i in v)
-    assert flat == [1, 2, 3, 6, 7, 8, 9]  # not 4 (host-launched) nor 5 (after a host-launched op), never 0
+    assert flat == [1, 2, 3, 4, 6, 7, 8, 9]  # 4: host-launched after a graphed op; not 5 (after one), never 0
+    assert variants[-1] == [4] and timer_pairs.after_piece_variants(graphed, variants) == [len(variants) - 1]
+    variants = variants[:-1]
     for v in variants:
         assert len({i % 3 for i in v}) == 1
         assert all(b - a >= 3 for a, b in zip(v, v[1:]))
     assert timer_pairs.marked_ops([3, 6]) == [2, 3, 5, 6]
-    assert timer_pairs.pair_targets([True, False, True]) == []
+    assert timer_pairs.pair_targets([True, False, True], after_pieces=False) == []
+    assert timer_pairs.pair_targets([True, False, True]) == [[1]]
     with pytest.raises(ValueError, match="spacing"):
         timer_pairs.pair_targets(graphed, spacing=1)
+
+
+def test_host_launched_targets_come_in_variants_of_their_own_a_few_a_step_spread_over_it() -> None:
+    # piecewise-like, five layers: graphed attn_norm, qkv, rotary, then host-launched kv_write and attention
+    graphed = [True] + [True, True, True, False, False] * 5 + [True]
+    variants = timer_pairs.pair_targets(graphed, spacing=4)
+    after = timer_pairs.after_piece_variants(graphed, variants)
+    kv_writes = [i for i in range(1, len(graphed)) if not graphed[i] and graphed[i - 1]]
+    assert kv_writes == [4, 9, 14, 19, 24]
+    hosted = [variants[v] for v in after]
+    assert hosted == [[4, 19], [9, 24], [14]]  # at most HOST_TIMERS_PER_STEP each, far apart
+    assert all(len(v) <= timer_pairs.HOST_TIMERS_PER_STEP for v in hosted)
+    assert all(all(graphed[i] for i in v) for k, v in enumerate(variants) if k not in after)
+    assert not any(i - 1 >= 0 and not graphed[i - 1] for v in variants for i in v)  # never after a host-launched op
+
+
+def test_a_host_launched_pair_is_not_read_where_its_variant_ran_over_the_budget() -> None:
+    variants = [[2, 22], [5], [9, 30]]
+    per_variant = {0: 0.05, 1: 0.019, 2: 0.021}  # the graphed variant 0 is over budget too, but has no host timer
+    assert timer_pairs.host_behind(variants, [1, 2], per_variant, budget=0.02) == [9, 30]
+    assert timer_pairs.host_behind(variants, [], per_variant, budget=0.02) == []
 
 
 def _steps(ends_by_variant: dict[int, list[dict[int, int]]], reference: float | None = None) -> list[SampledStep]:

@@ -9,6 +9,10 @@ session from 2026-12-02 02:42 UTC). The pairs' sum is not the step's: each pair 
 the op after it. So the pass takes the pairs' mean excess over the stitched gaps of the same ops out of every pair
 (``split``): the per-op split is the pairs', the sum the stitch's.
 
+A host-launched op right after a captured graph (piecewise kv_write) is read too: its second timer is launched by
+the host, a few a step, in variants of their own (``pair_targets``), and not read where those steps ran over the
+budget (``host_behind``).
+
 Op i's duration, taken off its pair, is CUPTI's in the timer steps themselves (``timer_step_durations``), not in
 the clean steps: recapturing a graph piece with timers can change how long an op in it runs. On the H200, 8B
 piecewise, gate_up ran 3.1-5.0 us longer in the recaptures than in the clean runner's piece in three of four
@@ -39,17 +43,39 @@ PAIR_SPACING = 20  # ops between the targets of one variant: a timer's cost on t
 PAIR_STEPS = 48  # steps of each timer-pair variant
 SOLO_ROUNDS = 3  # more rounds of the variants that time a one-per-step op: four times the steps in all
 CUPTI_ROUNDS = 16  # steps of each timer-pair variant under CUPTI, for the ops' durations in the timer steps
+HOST_TIMERS_PER_STEP = 2  # host-launched timers in one step (pair_targets, after_pieces)
 TIMER_KERNEL = "_timer_kernel"  # the timer kernel's name as CUPTI gives it (kernels.triton.timer)
 
 
-def pair_targets(graphed: Sequence[bool], spacing: int = PAIR_SPACING) -> list[list[int]]:
-    """The ops whose gap timer pairs read (op i with op i - 1 both inside captured graphs; op 0's gap lies between
-    steps), in variants: variant v times every target i with i % spacing == v. Empty variants are left out."""
+def pair_targets(graphed: Sequence[bool], spacing: int = PAIR_SPACING, *, after_pieces: bool = True) -> list[list[int]]:
+    """The ops whose gap timer pairs read, in variants. Op i with op i - 1 both inside captured graphs (op 0's gap
+    lies between steps): variant v times every such target with i % spacing == v. With ``after_pieces``, also each
+    host-launched op right after a captured graph (piecewise kv_write), its second timer launched by the host: those
+    come after, in variants of their own with at most ``HOST_TIMERS_PER_STEP`` each, spread over the step, since a
+    host launch costs the host time the graphed timers do not. Empty variants are left out."""
     if spacing < 2:
         raise ValueError(f"timer pairs need a spacing of at least 2 ops, got {spacing}")
     targets = [i for i in range(1, len(graphed)) if graphed[i] and graphed[i - 1]]
     variants = [[i for i in targets if i % spacing == v] for v in range(spacing)]
+    if after_pieces:
+        hosted = [i for i in range(1, len(graphed)) if not graphed[i] and graphed[i - 1]]
+        stride = -(-len(hosted) // HOST_TIMERS_PER_STEP)
+        variants += [hosted[v::stride] for v in range(stride)]
     return [v for v in variants if v]
+
+
+def after_piece_variants(graphed: Sequence[bool], variants: Sequence[Sequence[int]]) -> list[int]:
+    """The variants whose targets are host-launched ops (their second timer launched by the host)."""
+    return [v for v, targets in enumerate(variants) if any(not graphed[i] for i in targets)]
+
+
+def host_behind(
+    variants: Sequence[Sequence[int]], after_pieces: Sequence[int], per_variant: Mapping[int, float], budget: float
+) -> list[int]:
+    """The ops of the after-piece variants whose steps ran more than ``budget`` over their clean references
+    (``per_variant``: each variant's median step over clean, less 1): there the host fell behind, and a timer it
+    launched after an op reads the launch, not the op's end, so their pairs are not read."""
+    return sorted(i for v in after_pieces if per_variant.get(v, 0.0) > budget for i in variants[v])
 
 
 def marked_ops(targets: Sequence[int]) -> list[int]:
@@ -199,8 +225,8 @@ class WithEvents:
 
 def with_events(classes: Sequence[Mapping[str, Any]], event_ops: Sequence[Mapping[str, Any]]) -> WithEvents:
     """Every op class of the step judged by the better reading: the timer pairs' where they read the class (they
-    carry no event's move of an op's start), the events' op check elsewhere (host-launched ops and those after
-    one, op 0). None where a class has no verdict."""
+    carry no event's move of an op's start), the events' op check elsewhere (ops after a host-launched one, op 0,
+    and host-launched ops the host fell behind on). None where a class has no verdict."""
     timers = {c["op"]: c for c in classes if c.get("gap_verdict") is not None}
     verdicts: list[bool] = []
     from_events: list[str] = []

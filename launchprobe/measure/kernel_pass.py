@@ -331,15 +331,16 @@ class TimerVariants:
 
 
 def _then_time(op: Op, slot: int, graphed: bool, *, buffer: Any, pdl: bool) -> Op:
-    """``op`` followed by a timer kernel writing ``buffer[slot]`` on the current stream, in a capture or not (so
-    ``graphed`` changes nothing)."""
-    from launchprobe.kernels.triton.timer import record_time
+    """``op`` followed by a timer kernel writing ``buffer[slot]`` on the current stream: launched through Triton
+    inside a capture, relaunched directly where the host launches it in the step (``bound_timer``)."""
+    from launchprobe.kernels.triton.timer import bound_timer, record_time
 
     run = op.run
+    launch = functools.partial(record_time, buffer, slot, pdl) if graphed else bound_timer(buffer, slot, pdl)
 
     def timed() -> None:
         run()
-        record_time(buffer, slot, pdl)
+        launch()
 
     return Op(op.name, op.layer, timed)
 
@@ -782,15 +783,19 @@ def _timer_pairs(
     clean_names: Sequence[str] | None = None,
     event_ops: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Each graphed op's gap from a timer pair, split so the covered ops sum to the stitch (``timer_pairs``), and per
-    class against CUPTI's clean gaps (``ops_agree`` only where CUPTI is trusted op for op). The variants that time
-    a one-per-step op run ``SOLO_ROUNDS`` more rounds. With CUPTI's kernels per op (``counts``) and the clean
-    step's kernel names, each op's duration taken off its pair is CUPTI's in the timer steps; else the clean one.
+    """The gap from a timer pair of each op after a graphed one, split so the covered ops sum to the stitch
+    (``timer_pairs``), and per class against CUPTI's clean gaps (``ops_agree`` only where CUPTI is trusted op for
+    op). The variants that time a one-per-step op run ``SOLO_ROUNDS`` more rounds; a host-launched op's pair is not
+    read where its variant's steps ran beyond the budget (``host_behind``). With CUPTI's kernels per op (``counts``)
+    and the clean step's kernel names, each op's duration taken off its pair is CUPTI's in the timer steps; else the
+    clean one.
     ``event_ops``: the events' op check (``cupti_check.ops``), for the classes CUPTI moves (``timer_pairs.judge``)
     and for the verdict over every class, the events' where the timers read none (``with_events``)."""
-    targets = timer_pairs.pair_targets([not t.host_launched for t in timings])
+    graphed = [not t.host_launched for t in timings]
+    targets = timer_pairs.pair_targets(graphed)
     if not targets:
         return {"measured": False, "note": "no two consecutive ops inside one captured graph"}
+    after_pieces = timer_pairs.after_piece_variants(graphed, targets)
     names = [op.name for op in ops]
     variants = TimerVariants(clean, ops, targets, pool, markers, pdl)
     solo = timer_pairs.solo_variants(names, targets)
@@ -803,7 +808,9 @@ def _timer_pairs(
         except sampled.StitchRefused as error:
             source = f"CUPTI's, of clean steps: {error}"
     del variants
-    readings = timer_pairs.pair_readings(steps, targets, clean_ns)
+    overheads = sampled.local_overheads(steps, statistics.median(references))
+    behind = timer_pairs.host_behind(targets, after_pieces, overheads.per_variant, sampled.OVERHEAD_BUDGET)
+    readings = {i: r for i, r in timer_pairs.pair_readings(steps, targets, clean_ns).items() if i not in behind}
     taken_off = in_timer_steps if in_timer_steps is not None else durations_ns
     split = timer_pairs.split(
         timer_pairs.pair_gaps(readings, taken_off), [row["gap_before_ns"] for row in picture.rows]
@@ -813,7 +820,6 @@ def _timer_pairs(
         timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts), event_ops
     )
     both = timer_pairs.with_events(classes, event_ops)
-    overheads = sampled.local_overheads(steps, statistics.median(references))
     verdicts = [c["gap_verdict"] != GAP_DISAGREE for c in classes if "gap_verdict" in c]
     return {
         "measured": True,
@@ -822,6 +828,8 @@ def _timer_pairs(
         "variants": len(targets),
         "steps": len(steps),
         "solo_variants": len(solo),
+        "after_piece_variants": len(after_pieces),
+        "after_piece_behind": [names[i] + f" (op {i})" for i in behind],
         "durations_source": source,
         "ops_covered": len(split.gaps_ns),
         "mean_excess_ns": split.mean_excess_ns,

@@ -442,6 +442,10 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck]) -> str:
         f"excess {(timers.mean_excess_ns or 0.0) / 1e3:+.2f} us over the stitched gaps taken out, so the ops sum to "
         "the stitch)"
     )
+    if timers.after_piece_behind:
+        head += "; not read, their variant's steps over the 2% budget (the host fell behind its timers): " + v.text(
+            ", ".join(timers.after_piece_behind)
+        )
     if timers.durations_source and "timer steps" not in timers.durations_source:
         head += f"; op durations {v.text(timers.durations_source)}"
     moved = [c for c in classes if c.duration_shift_ns is not None and abs(c.duration_shift_ns) > SHIFT_SHOWN_NS]

@@ -9,6 +9,7 @@ event node does. Without PDL it is an ordinary launch, which starts once the op 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,12 +33,23 @@ def _timer_kernel(out_ptr, slot, PDL: tl.constexpr):
     tl.store(out_ptr + slot, globaltimer())
 
 
-def record_time(out: torch.Tensor, slot: int, pdl: bool) -> None:
+def record_time(out: torch.Tensor, slot: int, pdl: bool) -> Any:
     """Launch the timer kernel on the current stream: ``out[slot]`` gets the time (ns) the kernel before it ended.
-    ``pdl``: launch it with programmatic dependent launch (the GPU and Triton must support it)."""
+    ``pdl``: launch it with programmatic dependent launch (the GPU and Triton must support it). Returns Triton's
+    compiled kernel."""
     if out.dtype != torch.int64 or out.dim() != 1 or not 0 <= slot < out.numel():
         raise ValueError(f"timer slot {slot} needs a 1-D int64 buffer of more than {slot} entries")
     kwargs: dict[str, Any] = {"PDL": pdl and HAVE_GDC, "num_warps": 1}
     if kwargs["PDL"]:
         kwargs["launch_pdl"] = True
-    _timer_kernel[(1,)](out, slot, **kwargs)
+    return _timer_kernel[(1,)](out, slot, **kwargs)
+
+
+def bound_timer(out: torch.Tensor, slot: int, pdl: bool) -> Callable[[], None]:
+    """``record_time(out, slot, pdl)`` as a closure that relaunches the compiled kernel directly, without Triton's
+    per-call dispatch (tens of microseconds of host time; kernels.triton.launch): for a timer the host launches
+    inside a step. Launches the timer once now, to compile it."""
+    compiled = record_time(out, slot, pdl)
+    runner = compiled[(1, 1, 1)]
+    flag = pdl and HAVE_GDC
+    return lambda: runner(out, slot, flag)
