@@ -7,7 +7,9 @@ pass (``kernel_pass.TimerVariants``, the pass's own targets) interleaved, one st
 and gives per op class, for the targets: the op's duration and gap in the timer steps less in the clean steps,
 each timer's end less its op's end, the timers' readings less CUPTI's ends of the same steps, and the pairs'
 reading (the timers' difference less the clean duration) less CUPTI's clean gap: where a miss comes from. It checks
-that the timer steps launch the clean step's kernels, the timers aside. On the GPU machine:
+that the timer steps launch the clean step's kernels, the timers aside. The same steps then run again without CUPTI
+("no CUPTI": the readings there less under CUPTI). With ``--back-to-back`` a round's steps are queued behind each
+other with no sync between, as the pass runs them, and read after the round. On the GPU machine:
 
     source .gpu/setup.sh; python3 benchmarks/field/timer_cupti.py --out $OUT/timer_cupti.json
 """
@@ -53,7 +55,7 @@ def split_rows(
     return out
 
 
-def cell(shape: str, mode: str, batch: int, rounds: int) -> dict[str, Any]:
+def cell(shape: str, mode: str, batch: int, rounds: int, back_to_back: bool = False) -> dict[str, Any]:
     import torch
     from bench_sampled_gaps import lab_cell
 
@@ -72,15 +74,22 @@ def cell(shape: str, mode: str, batch: int, rounds: int) -> dict[str, Any]:
     order: list[int] = []  # -1: clean
     readings: list[dict[int, int]] = []
 
-    def work() -> None:
+    def work(order: list[int], readings: list[dict[int, int]]) -> None:
         for _ in range(rounds):
-            for v in [-1, *range(len(timers))]:
+            ran = [-1, *range(len(timers))]
+            for v in ran:
                 (clean if v < 0 else timers.runners[v]).run()
-                torch.cuda.synchronize()
+                if not back_to_back:
+                    torch.cuda.synchronize()
+                    readings.append(timers.read(v, None) if v >= 0 else {})
                 order.append(v)
-                readings.append(timers.read(v, None) if v >= 0 else {})
+            if back_to_back:  # the round's steps queued behind each other, as the pass runs them; read after
+                torch.cuda.synchronize()
+                readings.extend(timers.read(v, None) if v >= 0 else {} for v in ran)
 
-    rows = [row for row in cuda_intervals(work) if not row[0].startswith("Memcpy DtoH")]  # the reads
+    rows = [row for row in cuda_intervals(lambda: work(order, readings)) if not row[0].startswith("Memcpy DtoH")]
+    plain_readings: list[dict[int, int]] = []  # the same steps again without CUPTI: what CUPTI does to the readings
+    work([], plain_readings)
     per_clean = sum(counts)
     steps = split_rows(rows, [per_clean + (len(timers.marks[v]) if v >= 0 else 0) for v in order])
     clean_names = steps[0][2]
@@ -90,6 +99,10 @@ def cell(shape: str, mode: str, batch: int, rounds: int) -> dict[str, Any]:
     clean_gap = [_median([s[i][0] - s[i - 1][1] for s in clean_ops]) if i else 0.0 for i in range(len(ops))]
     per_op: dict[int, dict[str, list[float]]] = {}
     plain: dict[int, list[float]] = {}
+    without: dict[int, list[float]] = {}
+    for v, read in zip(order, plain_readings):
+        for i in targets[v] if v >= 0 else []:
+            without.setdefault(i, []).append(read[i] - read[i - 1])
     for v, (kernels, timer_rows, _), read in zip(order, steps, readings):
         if v < 0:
             continue
@@ -113,6 +126,7 @@ def cell(shape: str, mode: str, batch: int, rounds: int) -> dict[str, Any]:
         for key in ("d_dur", "d_gap", "lag_before", "lag_after", "reading_vs_cupti_ends"):
             row[key + "_ns"] = _median([_median(per_op[i][key]) for i in members])
         row["pair_miss_ns"] = _median([_median(plain[i]) - clean_dur[i] - clean_gap[i] for i in members])
+        row["without_cupti_ns"] = _median([_median(without[i]) - _median(plain[i]) for i in members])
         row["clean_dur_ns"] = _median([clean_dur[i] for i in members])
         row["clean_gap_ns"] = _median([clean_gap[i] for i in members])
         durs = [s[members[0]][1] - s[members[0]][0] for s in clean_ops]
@@ -123,6 +137,7 @@ def cell(shape: str, mode: str, batch: int, rounds: int) -> dict[str, Any]:
         "mode": mode,
         "batch": batch,
         "rounds": rounds,
+        "back_to_back": back_to_back,
         "variants": len(timers),
         "variants_with_other_kernels": mismatched,
         "classes": out,
@@ -131,16 +146,18 @@ def cell(shape: str, mode: str, batch: int, rounds: int) -> dict[str, Any]:
 
 def show(result: dict[str, Any]) -> str:
     head = f"{result['shape']} {result['mode']} b{result['batch']}: {result['variants']} variants x {result['rounds']}"
+    head += ", back to back" if result.get("back_to_back") else ", a sync after each step"
     if result["variants_with_other_kernels"]:
         head += f"; variants launching other kernels: {result['variants_with_other_kernels']}"
-    lines = [head, "  op           n  dur us  gap us  d_dur  d_gap  lag-1  lag  read-ends  pair miss  dur p10-p90"]
+    columns = "  op           n  dur us  gap us  d_dur  d_gap  lag-1  lag  read-ends  pair miss  no CUPTI  dur p10-p90"
+    lines = [head, columns]
     for r in result["classes"]:
         p10, p90 = r["clean_dur_p10_p90_ns"]
         lines.append(
             f"  {r['op']:<11}{r['count']:>3} {r['clean_dur_ns'] / 1e3:7.2f} {r['clean_gap_ns'] / 1e3:7.2f}"
             f" {r['d_dur_ns'] / 1e3:+6.2f} {r['d_gap_ns'] / 1e3:+6.2f} {r['lag_before_ns'] / 1e3:6.2f}"
             f" {r['lag_after_ns'] / 1e3:5.2f} {r['reading_vs_cupti_ends_ns'] / 1e3:+9.2f}"
-            f" {r['pair_miss_ns'] / 1e3:+10.2f}"
+            f" {r['pair_miss_ns'] / 1e3:+10.2f} {r['without_cupti_ns'] / 1e3:+9.2f}"
             f"  {p10 / 1e3:.1f}-{p90 / 1e3:.1f}"
         )
     return "\n".join(lines)
@@ -151,11 +168,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--cells", default=CELLS, help="shape:mode:batch,...")
     parser.add_argument("--rounds", type=int, default=32, help="clean steps, and steps of each timer variant")
+    parser.add_argument("--back-to-back", action="store_true", help="no sync between the steps of a round")
     args = parser.parse_args(argv)
     results = []
     for spec in args.cells.split(","):
         shape, mode, batch = spec.split(":")
-        result = cell(shape, mode, int(batch), args.rounds)
+        result = cell(shape, mode, int(batch), args.rounds, args.back_to_back)
         print(show(result), flush=True)
         results.append(result)
         args.out.write_text(json.dumps(results, indent=1))
