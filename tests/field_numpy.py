@@ -4,9 +4,26 @@ pass's record with an independent computation."""
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+FIELD = Path(__file__).parent / "fixtures" / "field"
+BAR_NS, BAR_REL = 1_000.0, 0.15  # the issue's op bar, written out here rather than imported
+
+
+def cells_by_shape_and_batch(fixture: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """The cells of a timer field fixture (tests/fixtures/field/FIXTURE), by (shape, batch)."""
+    doc = json.loads(gzip.decompress((FIELD / fixture).read_bytes()))
+    return {(c["shape"], c["batch"]): c for c in doc["cells"]}
+
+
+def within_bar(miss: float, cupti: float) -> bool:
+    """A reading ``miss`` off CUPTI's value ``cupti`` is within 1 us or 15% of it."""
+    return abs(miss) <= max(BAR_NS, BAR_REL * abs(cupti))
 
 
 def cupti_ops(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -17,6 +34,15 @@ def cupti_ops(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     starts = np.stack([kernels[:, a:b, 0].min(axis=1) for a, b in zip(bounds, bounds[1:])], axis=1)
     ends = np.stack([kernels[:, a:b, 1].max(axis=1) for a, b in zip(bounds, bounds[1:])], axis=1)
     return starts, ends
+
+
+def cupti_clean(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, CUPTI's clean median duration and gap before it (the op's start less the latest end before it; 0 for
+    op 0)."""
+    starts, ends = cupti_ops(cell)
+    running_end = np.maximum.accumulate(ends, axis=1)
+    gaps = np.concatenate([[0.0], np.median(starts[:, 1:] - running_end[:, :-1], axis=0)])
+    return np.median(ends - starts, axis=0), gaps
 
 
 def timer_differences(cell: dict[str, Any]) -> dict[int, float]:

@@ -9,33 +9,24 @@ session of 2026-12-02 from 06:05 UTC). The references here are numpy's, from the
 
 from __future__ import annotations
 
-import gzip
-import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.field_numpy import cupti_ops, timer_differences
-
-FIXTURE = Path(__file__).parent / "fixtures" / "field" / "sampled_timer_host_h200.json.gz"
-BAR_NS, BAR_REL = 1_000.0, 0.15  # the issue's op bar, written out here rather than imported
+from tests.field_numpy import BAR_NS, cells_by_shape_and_batch, cupti_clean, timer_differences, within_bar
 
 
 @cache
 def _cells() -> dict[tuple[str, int], dict[str, Any]]:
-    doc = json.loads(gzip.decompress(FIXTURE.read_bytes()))
-    return {(c["shape"], c["batch"]): c for c in doc["cells"]}
+    return cells_by_shape_and_batch("sampled_timer_host_h200.json.gz")
 
 
 def _class_misses(cell: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
     """Per class the timers read: numpy's pair (reading less the timer-step duration, less the recorded mean
     excess) less CUPTI's clean median gap; and CUPTI's gap."""
-    starts, ends = cupti_ops(cell)
-    running_end = np.maximum.accumulate(ends, axis=1)
-    gaps = np.concatenate([[0.0], np.median(starts[:, 1:] - running_end[:, :-1], axis=0)])
+    _, gaps = cupti_clean(cell)
     readings = timer_differences(cell)
     taken = dict(cell["timer_durations"])
     excess = cell["timer_pairs"]["mean_excess_ns"]
@@ -47,10 +38,6 @@ def _class_misses(cell: dict[str, Any]) -> tuple[dict[str, float], dict[str, flo
         for name, ops in classes.items()
     }
     return misses, {name: float(np.median([gaps[i] for i in ops])) for name, ops in classes.items()}
-
-
-def _within(miss: float, cupti: float) -> bool:
-    return abs(miss) <= max(BAR_NS, BAR_REL * abs(cupti))
 
 
 @pytest.mark.parametrize("key", [("llama-3-8b", 1), ("llama-3.2-1b", 64)])
@@ -79,7 +66,7 @@ def test_kv_write_is_read_by_a_pair_whose_second_timer_the_host_launched(key: tu
 def test_in_8b_b1_the_timers_read_kv_write_within_the_bar_where_the_events_miss_it() -> None:
     cell = _cells()[("llama-3-8b", 1)]
     misses, cupti = _class_misses(cell)
-    assert _within(misses["kv_write"], cupti["kv_write"]), misses["kv_write"]
+    assert within_bar(misses["kv_write"], cupti["kv_write"]), misses["kv_write"]
     events = {o["op"]: o for o in cell["event_ops"]}
     assert events["kv_write"]["gap_diff_ns"] > BAR_NS and events["kv_write"]["gap_verdict"] == "disagree"
     assert events["kv_write"]["cupti_gap_ns_median"] == pytest.approx(cupti["kv_write"], abs=50.0)
@@ -93,9 +80,9 @@ def test_in_8b_b1_the_timers_read_kv_write_within_the_bar_where_the_events_miss_
 def test_in_1b_b64_the_timers_read_lm_head_long_and_say_so() -> None:
     cell = _cells()[("llama-3.2-1b", 64)]
     misses, cupti = _class_misses(cell)
-    assert not _within(misses["lm_head"], cupti["lm_head"]) and misses["lm_head"] > 0, misses["lm_head"]
+    assert not within_bar(misses["lm_head"], cupti["lm_head"]) and misses["lm_head"] > 0, misses["lm_head"]
     recorded = {c["op"]: c for c in cell["timer_pairs"]["classes"]}
     assert recorded["lm_head"]["gap_diff_ns"] == pytest.approx(misses["lm_head"], abs=50.0)
     assert recorded["lm_head"]["gap_verdict"] == "disagree"
     assert cell["timer_pairs"]["with_events_ops_agree"] is False
-    assert all(_within(m, cupti[n]) for n, m in misses.items() if n != "lm_head"), misses
+    assert all(within_bar(m, cupti[n]) for n, m in misses.items() if n != "lm_head"), misses

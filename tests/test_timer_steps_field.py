@@ -12,34 +12,19 @@ check and the timer_pairs record. The references here are numpy's.
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Mapping, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.field_numpy import cupti_ops, timer_differences
-
-FIXTURE = Path(__file__).parent / "fixtures" / "field" / "sampled_timer_steps_h200.json.gz"
-BAR_NS, BAR_REL = 1_000.0, 0.15  # the issue's op bar, written out here rather than imported
+from tests.field_numpy import BAR_NS, cells_by_shape_and_batch, cupti_clean, timer_differences, within_bar
 
 
 @cache
 def _cells() -> dict[tuple[str, int], dict[str, Any]]:
-    doc = json.loads(gzip.decompress(FIXTURE.read_bytes()))
-    return {(c["shape"], c["batch"]): c for c in doc["cells"]}
-
-
-def _cupti_clean(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Per op, CUPTI's clean median duration and gap before it (gap 0 for op 0), numpy."""
-    starts, ends = cupti_ops(cell)
-    running_end = np.maximum.accumulate(ends, axis=1)
-    gaps = np.concatenate([[0.0], np.median(starts[:, 1:] - running_end[:, :-1], axis=0)])
-    return np.median(ends - starts, axis=0), gaps
+    return cells_by_shape_and_batch("sampled_timer_steps_h200.json.gz")
 
 
 def _class_misses(cell: dict[str, Any], durations: Mapping[int, float] | Sequence[float]) -> dict[str, float]:
@@ -51,7 +36,7 @@ def _class_misses(cell: dict[str, Any], durations: Mapping[int, float] | Sequenc
     taken = dict(cell["timer_durations"])
     pairs = {i: readings[i] - float(durations[i]) for i in readings}
     excess = cell["timer_pairs"]["mean_excess_ns"] + float(np.mean([taken[i] - float(durations[i]) for i in readings]))
-    _, gaps = _cupti_clean(cell)
+    _, gaps = cupti_clean(cell)
     classes: dict[str, list[int]] = {}
     for i in readings:
         classes.setdefault(cell["names"][i], []).append(i)
@@ -59,10 +44,6 @@ def _class_misses(cell: dict[str, Any], durations: Mapping[int, float] | Sequenc
         name: float(np.median([pairs[i] - excess for i in ops]) - np.median([gaps[i] for i in ops]))
         for name, ops in classes.items()
     }
-
-
-def _within(miss: float, cupti: float) -> bool:
-    return abs(miss) <= max(BAR_NS, BAR_REL * abs(cupti))
 
 
 @pytest.mark.parametrize("key", [("llama-3-8b", 8), ("llama-3.2-1b", 1)])
@@ -91,7 +72,7 @@ def test_gate_up_runs_longer_in_the_timer_steps_of_8b_piecewise() -> None:
     with the timer steps' own, every class is within the bar."""
     cell = _cells()[("llama-3-8b", 8)]
     names = cell["names"]
-    clean_durations, gaps = _cupti_clean(cell)
+    clean_durations, gaps = cupti_clean(cell)
     taken = dict(cell["timer_durations"])
     gate_up = [i for i in taken if names[i] == "gate_up"]
     shift = float(np.median([taken[i] - clean_durations[i] for i in gate_up]))
@@ -105,7 +86,7 @@ def test_gate_up_runs_longer_in_the_timer_steps_of_8b_piecewise() -> None:
     for i in taken:
         members.setdefault(names[i], []).append(i)
     cupti = {n: float(np.median([gaps[i] for i in ops])) for n, ops in members.items()}
-    assert all(_within(m, cupti[n]) for n, m in with_timer_steps.items()), with_timer_steps
+    assert all(within_bar(m, cupti[n]) for n, m in with_timer_steps.items()), with_timer_steps
     recorded = {c["op"]: c for c in cell["timer_pairs"]["classes"]}
     for name, miss in with_timer_steps.items():
         assert recorded[name]["gap_diff_ns"] == pytest.approx(miss, abs=50.0)  # CUPTI's medians: ours and numpy's
@@ -117,14 +98,14 @@ def test_lm_head_in_1b_piecewise_b1_is_judged_like_for_like() -> None:
     """CUPTI's clean gap before lm_head is not the clean step's there: the events' check measured CUPTI's effect on
     it. The timers' reading misses CUPTI's value, and is within the bar of it once that effect is added."""
     cell = _cells()[("llama-3.2-1b", 1)]
-    _, gaps = _cupti_clean(cell)
+    _, gaps = cupti_clean(cell)
     misses = _class_misses(cell, dict(cell["timer_durations"]))
     lm_head_gap = float(gaps[cell["names"].index("lm_head")])
     events = {o["op"]: o for o in cell["event_ops"]}
     effect = events["lm_head"]["cupti_effect_ns"]
     assert events["lm_head"]["cupti_trusted_here"] is False and effect > BAR_NS
-    assert not _within(misses["lm_head"], lm_head_gap), misses
-    assert _within(misses["lm_head"] + effect, lm_head_gap)
+    assert not within_bar(misses["lm_head"], lm_head_gap), misses
+    assert within_bar(misses["lm_head"] + effect, lm_head_gap)
     recorded = {c["op"]: c for c in cell["timer_pairs"]["classes"]}
     assert recorded["lm_head"]["gap_verdict"] == "agree like for like"
     assert recorded["lm_head"]["gap_under_cupti_diff_ns"] == pytest.approx(misses["lm_head"] + effect, abs=50.0)
