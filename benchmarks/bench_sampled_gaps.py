@@ -318,7 +318,7 @@ def timer_summary(kp: Any) -> dict[str, Any]:
             for c in checked
             if c.op in hosted and by_events.get(c.op) is not None
         ],
-        "timer_behind": list(timers.after_piece_behind or []),
+        "timer_behind": [f"{kp.kernels[i].op} (op {i})" for i in timers.after_piece_behind or []],
         "timer_classes": len(checked),
         "timer_classes_within_bar": sum(bool(c.gap_agrees) for c in checked),
         "timer_classes_like_for_like": sum(c.gap_verdict == "agree like for like" for c in checked),

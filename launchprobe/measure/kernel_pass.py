@@ -794,7 +794,7 @@ def _timer_pairs(
     graphed = [not t.host_launched for t in timings]
     targets = timer_pairs.pair_targets(graphed)
     if not targets:
-        return {"measured": False, "note": "no two consecutive ops inside one captured graph"}
+        return {"measured": False, "note": "no op after one inside a captured graph"}
     after_pieces = timer_pairs.after_piece_variants(graphed, targets)
     names = [op.name for op in ops]
     variants = TimerVariants(clean, ops, targets, pool, markers, pdl)
@@ -829,7 +829,7 @@ def _timer_pairs(
         "steps": len(steps),
         "solo_variants": len(solo),
         "after_piece_variants": len(after_pieces),
-        "after_piece_behind": [names[i] + f" (op {i})" for i in behind],
+        "after_piece_behind": behind,
         "durations_source": source,
         "ops_covered": len(split.gaps_ns),
         "mean_excess_ns": split.mean_excess_ns,

@@ -404,7 +404,8 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
     if kp.cupti_capture_check is not None:
         lines.append(_capture_line(kp.cupti_capture_check))
     if kp.timer_pairs is not None:
-        lines.append(_timer_pairs_line(kp.timer_pairs, kp.cupti_check.ops if kp.cupti_check is not None else []))
+        event_ops = kp.cupti_check.ops if kp.cupti_check is not None else []
+        lines.append(_timer_pairs_line(kp.timer_pairs, event_ops, [r.op for r in kp.kernels or []]))
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
     lines += _cupti_lines(kp)
@@ -429,7 +430,7 @@ def _start_shift_line(shifts: list[StartShift]) -> str:
 SHIFT_SHOWN_NS = 1_000  # a timer-step duration shift the line names: the op bar's 1 us
 
 
-def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck]) -> str:
+def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: list[str]) -> str:
     """The timer pairs' per-class gaps against CUPTI: how many agree, the ones that do not, and the verdict over
     every class with the events' for the classes the timers do not read."""
     if not timers.measured:
@@ -443,8 +444,11 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck]) -> str:
         "the stitch)"
     )
     if timers.after_piece_behind:
+        unread = ", ".join(
+            f"{op_names[i]} (op {i})" if i < len(op_names) else f"op {i}" for i in timers.after_piece_behind
+        )
         head += "; not read, their variant's steps over the 2% budget (the host fell behind its timers): " + v.text(
-            ", ".join(timers.after_piece_behind)
+            unread
         )
     if timers.durations_source and "timer steps" not in timers.durations_source:
         head += f"; op durations {v.text(timers.durations_source)}"
