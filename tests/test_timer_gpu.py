@@ -60,7 +60,9 @@ def test_two_timers_read_the_kernel_between_them_as_cupti_does(pdl: bool) -> Non
 @pytest.mark.parametrize("pdl", [False, True])
 def test_a_bound_timer_launched_by_the_host_reads_as_the_captured_one(pdl: bool) -> None:
     """The host launches a sleep kernel and a bound timer (relaunched directly, no Triton dispatch) after it, in a
-    stream with no graph: the timer reads the sleep's end as CUPTI does (within the timer's lag)."""
+    stream with no graph: the timer reads the sleep's end as CUPTI does (within the timer's lag). A long sleep goes
+    first, so that the host is ahead and every timer is queued before the kernel it follows ends, as in a step whose
+    host keeps its lead (without it, a timer launched after its kernel ended reads its own launch)."""
     from launchprobe.kernels.triton.launch import pdl_supported
     from launchprobe.kernels.triton.timer import bound_timer
     from launchprobe.measure.cupti import cuda_intervals
@@ -74,6 +76,7 @@ def test_a_bound_timer_launched_by_the_host_reads_as_the_captured_one(pdl: bool)
 
     def work() -> None:
         for _ in range(20):
+            torch.cuda._sleep(1_000_000)  # the host's lead
             torch.cuda._sleep(20_000)
             first()
             torch.cuda._sleep(40_000)
@@ -84,6 +87,6 @@ def test_a_bound_timer_launched_by_the_host_reads_as_the_captured_one(pdl: bool)
 
     rows = [r for r in cuda_intervals(work) if "DtoH" not in r[0]]
     sleeps = [r for r in rows if "timer" not in r[0]]
-    assert len(sleeps) == 40 and len(rows) == 80, [r[0] for r in rows[:6]]
-    spans = [sleeps[k + 1][2] - sleeps[k][2] for k in range(0, 40, 2)]  # second sleep's end less the first's
+    assert len(sleeps) == 60 and len(rows) == 100, [r[0] for r in rows[:6]]
+    spans = [sleeps[k + 2][2] - sleeps[k + 1][2] for k in range(0, 60, 3)]  # second short sleep's end less the first's
     assert abs(statistics.median(readings) - statistics.median(spans)) < 1_500, (readings[:3], spans[:3])
