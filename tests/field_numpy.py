@@ -45,14 +45,16 @@ def cupti_clean(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.median(ends - starts, axis=0), gaps
 
 
-def timer_differences(cell: dict[str, Any]) -> dict[int, float]:
-    """Per op a timer pair read, the median over its steps of (timer_i - timer_(i-1)) x clean / reference:
-    ``cell`` holds ``clean_step_ms`` and ``timer_steps`` ([variant, reference ns, [[op, reading ns], ...]])."""
+def timer_differences(cell: dict[str, Any], *, scaled: bool = False) -> dict[int, float]:
+    """Per op a timer pair read, the median over its steps of timer_i - timer_(i-1): ``cell`` holds ``timer_steps``
+    ([variant, reference ns, [[op, reading ns], ...]]). ``scaled``: each difference x clean / reference (``cell``'s
+    ``clean_step_ms``), as the pass read the pairs until 2026-12-02 07:00 UTC, which the fixtures' recorded values
+    are."""
     clean_ns = cell["clean_step_ms"] * 1e6
     diffs: dict[int, list[float]] = {}
     for _, reference, ends in cell["timer_steps"]:
         marks = dict(ends)
         for i, t in marks.items():
             if i - 1 in marks:
-                diffs.setdefault(i, []).append((t - marks[i - 1]) * clean_ns / reference)
+                diffs.setdefault(i, []).append((t - marks[i - 1]) * (clean_ns / reference if scaled else 1.0))
     return {i: float(np.median(v)) for i, v in diffs.items()}

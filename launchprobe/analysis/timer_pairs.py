@@ -118,16 +118,17 @@ def timer_step_durations(
     return {i: float(statistics.median(d)) for i, d in sorted(durations.items())}
 
 
-def pair_readings(
-    steps: Sequence[SampledStep], variants: Sequence[Sequence[int]], clean_ns: float | None
-) -> dict[int, list[float]]:
-    """Per target op, its timers' difference in every step of its variant (``ends`` hold the timers' readings),
-    read at the clean step's host speed as the stitch reads its differences (x clean / reference)."""
+def pair_readings(steps: Sequence[SampledStep], variants: Sequence[Sequence[int]]) -> dict[int, list[float]]:
+    """Per target op, its timers' difference in every step of its variant (``ends`` hold the timers' readings), as
+    read. Not scaled to the clean step's speed as the stitch scales its differences: a pair spans op i's kernels and
+    the gap before them, on the GPU, and that does not stretch with the step. On the H200 lm_head's pair (143 us in
+    1B piecewise b64) showed no relation to its step's clean reference (correlation -0.05 to +0.10 in four cells),
+    and scaling it by the events' clean step over the timer steps' references (1.006) read it 1.2 us long
+    (docs/performance.md, session of 2026-12-02 from 07:00 UTC)."""
     out: dict[int, list[float]] = {}
     for step in steps:
-        scale = clean_ns / step.reference_ns if clean_ns and step.reference_ns else 1.0
         for i in variants[step.variant]:
-            out.setdefault(i, []).append((step.ends[i] - step.ends[i - 1]) * scale)
+            out.setdefault(i, []).append(float(step.ends[i] - step.ends[i - 1]))
     return out
 
 

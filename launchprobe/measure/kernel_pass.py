@@ -760,7 +760,7 @@ def kernel_pass(
         op_counts = counts[0] if isinstance(counts, tuple) and cupti else None
         reference_names = checked.reference.names[0] if checked.reference is not None else None
         result["timer_pairs"] = _timer_pairs(
-            clean, ops, timings, picture, durations_ns, ref, pool, markers, timer_pdl, clean_ns, trusted,
+            clean, ops, timings, picture, durations_ns, ref, pool, markers, timer_pdl, trusted,
             counts=op_counts, clean_names=reference_names,
             event_ops=(result.get("cupti_check") or {}).get("ops") or [],
         )  # fmt: skip
@@ -777,7 +777,6 @@ def _timer_pairs(
     pool: Any,
     markers: Markers | None,
     pdl: bool,
-    clean_ns: float,
     trusted: bool,
     counts: Sequence[int] | None = None,
     clean_names: Sequence[str] | None = None,
@@ -808,9 +807,10 @@ def _timer_pairs(
         except sampled.StitchRefused as error:
             source = f"CUPTI's, of clean steps: {error}"
     del variants
-    overheads = sampled.local_overheads(steps, statistics.median(references))
+    clean_ns = statistics.median(references)
+    overheads = sampled.local_overheads(steps, clean_ns)
     behind = timer_pairs.host_behind(targets, after_pieces, overheads.per_variant, sampled.OVERHEAD_BUDGET)
-    readings = {i: r for i, r in timer_pairs.pair_readings(steps, targets, clean_ns).items() if i not in behind}
+    readings = {i: r for i, r in timer_pairs.pair_readings(steps, targets).items() if i not in behind}
     taken_off = in_timer_steps if in_timer_steps is not None else durations_ns
     split = timer_pairs.split(
         timer_pairs.pair_gaps(readings, taken_off), [row["gap_before_ns"] for row in picture.rows]
@@ -827,6 +827,7 @@ def _timer_pairs(
         "spacing": timer_pairs.PAIR_SPACING,
         "variants": len(targets),
         "steps": len(steps),
+        "clean_step_ms": clean_ns / 1e6,
         "solo_variants": len(solo),
         "after_piece_variants": len(after_pieces),
         "after_piece_behind": behind,

@@ -673,10 +673,10 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
                 f"steps): {len(likes) - len(off)} of {len(likes)} within 1 us or 15%"
                 + (f" ({gaps})" if gaps else "")
                 + (
-                    f"; CUPTI moves {len(moved)} class(es) beyond the bar, so its value is not their clean gap "
-                    f"({effects}); where the events' own reading misses CUPTI's there, this reading decides"
+                    f"; CUPTI moves {len(moved)} class(es), so its value is not their clean gap ({effects}); where "
+                    "the events' own reading misses CUPTI's there (the head's class: always), this reading decides"
                     if moved
-                    else "; CUPTI moves no class beyond the bar"
+                    else "; CUPTI moves no class"
                 )
             )
     else:

@@ -286,6 +286,7 @@ class TimerPairs(Record, kw_only=True):
     spacing: int | None = None  # ops between the targets of one variant
     variants: int | None = None
     steps: int | None = None  # timer-pair steps read
+    clean_step_ms: float | None = None  # the clean step timed beside the timer steps (their references' median)
     solo_variants: int | None = None  # variants timing a one-per-step op, run SOLO_ROUNDS more rounds
     after_piece_variants: int | None = None  # variants timing host-launched ops right after a graph piece
     after_piece_behind: list[int] | None = None  # such ops (indices) not read: their variant's steps ran over budget
