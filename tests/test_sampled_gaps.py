@@ -543,6 +543,14 @@ def test_choose_stride_counts_a_probe_at_its_overhead_plus_its_error() -> None:
     assert choice.stride == 42 and choice.within_budget
     # a probe whose error alone is over the budget widens m
     assert choose_stride(170, 42, lambda k: (0.0, 0.03 if k < 170 else 0.001)).stride == 170
+    # the same host at 07:26 UTC: +1.1% at m = 18 searching down from 36 is within the accept bound, not within the
+    # target it searched by, and the cycles then ran +2.5% in the slowest variant: m stays 36
+    readings = {36: (-0.001, 0.002), 18: (0.011, 0.002)}
+    choice = choose_stride(152, 36, lambda k: readings[k], lowest=6)
+    assert [k for k, _, _ in choice.probes] == [36, 18] and choice.stride == 36 and choice.within_budget
+    # while widening, a probe within accept is taken as before
+    widening = {10: (0.03, 0.0), 30: (0.012, 0.0)}
+    assert choose_stride(152, 10, lambda k: widening[k], search_down=False).stride == 30
 
 
 def test_choose_stride_reports_when_even_one_event_is_too_much() -> None:
