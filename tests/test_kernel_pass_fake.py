@@ -188,9 +188,12 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert result.pairing.startswith("paired events") and result.stride_probes
     reach = result.reach
     assert reach == 4 and reach + 2 <= result.stride <= 36 - reach
-    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise 2 head variants past the first graph piece
+    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise 2 head variants past the first graph piece and
+    # one piece variant per two pieces after a host-launched op
     head = 2 if mode == "piecewise" else 0
-    assert result.variants == 3 + reach + 2 * result.stride + head
+    pieces = [k for k in range(1, 33) if result.kernels[k - 1].host_launched and not result.kernels[k].host_launched]
+    assert result.piece_variants == -(-len(pieces) // 2) and (len(pieces) > 0) == (mode == "piecewise")
+    assert result.variants == 3 + reach + 2 * result.stride + head + result.piece_variants
     assert len(result.kernels) == 33 and result.ops and result.gaps is not None
     check = result.cupti_check
     assert (
@@ -209,7 +212,11 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     # CUPTI's effect per class; in piecewise the head's class (op 0) takes it from the head variant: none in the fake
     sources = {o.op: o.cupti_effect_source for o in check.ops}
     assert sources.pop(result.kernels[0].op) == ("head variant" if mode == "piecewise" else "stitched under CUPTI")
+    # and the class opening the pieces after a host-launched op takes it from the piece variants
+    opening_pieces = {result.kernels[k].op for k in pieces}
+    assert all(sources.pop(name) == "piece variant" for name in opening_pieces)
     assert set(sources.values()) == {"stitched under CUPTI"}
+    assert all(o.cupti_effect_ns == 0 and o.cupti_trusted_here for o in check.ops if o.op in opening_pieces)
     opening = next(o for o in check.ops if o.op == result.kernels[0].op)
     assert opening.cupti_effect_ns == 0 and opening.cupti_trusted_here
     # where an event after an op moves its start: nowhere in the fake, so every class's shift and bias are 0

@@ -95,15 +95,21 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     assert result.density == "sampled" and result.picture == "stitched" and result.stitched, result.refusal
     reach = result.reach
     assert reach is not None and result.stride is not None and result.stride >= reach + 2
-    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise 2 head variants past the first graph piece
+    # plain, solos of ops 0..r-1, 2 wrap and 2 per anchor; piecewise 2 head variants past the first graph piece and
+    # a piece variant per two pieces after attention
+    layout = kernel_pass.op_layout(mode, ops)[0]
+    pieces = sampled.piece_boundaries(layout)
+    assert result.piece_variants == -(-len(pieces) // sampled.PIECES_PER_STEP)
+    assert len(pieces) == (4 if mode == "piecewise" else 0)  # the 4-layer model: o_proj's piece in each layer
     head = 2 if mode == "piecewise" else 0
-    assert result.variants == 3 + reach + 2 * result.stride + head
-    opening = sampled.head_op(kernel_pass.op_layout(mode, ops)[0])
+    assert result.variants == 3 + reach + 2 * result.stride + head + result.piece_variants
+    opening = sampled.head_op(layout)
     assert (opening is not None) == (mode == "piecewise")
-    plan = sampled.pair_plan(len(ops), result.stride, reach, opening)
-    extra = sampled.one_per_step_variants(plan, [op.name for op in ops])  # embed, final_norm, lm_head
+    plan = sampled.pair_plan(len(ops), result.stride, reach, opening, pieces)
+    solo = sampled.one_per_step_variants(plan, [op.name for op in ops])  # embed, final_norm, lm_head
+    extra = sorted({*solo, *plan.piece_variants})  # the piece variants run the extra rounds too
     rounds = sampled.extra_rounds(result.cycles)
-    assert result.one_per_step_variants == len(extra) > 0
+    assert result.one_per_step_variants == len(solo) > 0
     assert result.one_per_step_runs == result.cycles * (1 + rounds) >= sampled.ONE_PER_STEP_SAMPLES
     assert result.sampled_steps == result.cycles * (result.variants + rounds * len(extra))
     assert result.sequence_check.startswith("same kernel sequence"), result.sequence_check
@@ -156,7 +162,10 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     if check.ops and check.under_cupti_steps:  # CUPTI's effect per class; piecewise: the head's from the head variant
         sources = {o.op: o.cupti_effect_source for o in check.ops}
         head_source = "head variant" if mode == "piecewise" else "stitched under CUPTI"
-        assert sources.pop(rows[0].op) == head_source and set(sources.values()) == {"stitched under CUPTI"}
+        assert sources.pop(rows[0].op) == head_source
+        if mode == "piecewise":  # o_proj, opening each piece after attention: from the piece variants
+            assert sources.pop("o_proj") == "piece variant"
+        assert set(sources.values()) == {"stitched under CUPTI"}
         # where an event after an op moves its start, per class (a diagnostic), and each class's bias from it
         assert result.cupti_start_shifts and {s.op for s in result.cupti_start_shifts} == {r.op for r in rows[1:]}
         assert all(o.start_bias_ns is not None for o in check.ops if o.op != rows[0].op)
@@ -180,8 +189,9 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         assert gaps is not None and [i for i, g in enumerate(gaps) if g is not None] == covered
         # split so the covered ops sum to the stitch, each op keeping its pair's reading less one mean excess
         assert sum(gaps[i] or 0.0 for i in covered) == pytest.approx(sum(rows[i].gap_before_ns for i in covered))
-        solo = timers.solo_variants or 0  # the variants timing final_norm or lm_head: three more rounds each
-        assert solo >= 1 and timers.steps == (timers.variants + timer_pairs.SOLO_ROUNDS * solo) * timer_pairs.PAIR_STEPS
+        solos = timers.solo_variants or 0  # the variants timing final_norm or lm_head: three more rounds each
+        assert solos >= 1
+        assert timers.steps == (timers.variants + timer_pairs.SOLO_ROUNDS * solos) * timer_pairs.PAIR_STEPS
         assert timers.overhead_fraction is not None and timers.mean_excess_ns is not None
         classes = timers.classes or []
         assert {c.op for c in classes} == {rows[i].op for i in covered}

@@ -54,6 +54,7 @@ from launchprobe.analysis.intervals import interval_stats, union_ns
 from launchprobe.analysis.kernel_gaps import OpTiming, aggregate_ops, gap_distribution
 from launchprobe.run.schema import (
     CUPTI_EFFECT_HEAD_VARIANT,
+    CUPTI_EFFECT_PIECE_VARIANT,
     CUPTI_EFFECT_STITCHED,
     GAP_AGREE,
     GAP_AGREE_ACROSS_CAPTURES,
@@ -86,9 +87,11 @@ HOST_STEADY_SPREAD = 0.05
 STANDOUT_P = 0.05
 OP_GAP_ABS_NS, OP_GAP_REL = 1_000, 0.15  # per op class median gap (and duration) vs CUPTI: 1 us or 15%
 # CUPTI moves a class's gap where the events read it, with and without CUPTI, further apart than this many standard
-# errors of that difference and, unless the head variant read it (nothing but CUPTI differs there), than the op
-# bar: CUPTI's value is then not that class's clean gap.
+# errors of that difference and, unless the head or piece variants read it (nothing but CUPTI differs there), than
+# the op bar: CUPTI's value is then not that class's clean gap.
 CUPTI_EFFECT_SIGMAS = 2.0
+# Piece boundaries timed per piece variant (two host events each): few enough to cost the step nothing measurable.
+PIECES_PER_STEP = 2
 # The variants that measure an op occurring once per step (embed, final_norm, lm_head) run until they have about
 # this many steps: lm_head's duration varies by 1-2.6 us from step to step (sd, CUPTI, H200), and its gap is a
 # difference of medians that carry that noise, with no other layers to average it over (docs/performance.md).
@@ -125,7 +128,7 @@ class Plan:
     n_ops: int
     spacing: int  # m: anchors of one variant are m ops apart (1: dense)
     variants: list[list[int]]
-    roles: list[str]  # plain | solo | head | wrap_head | far | near | wrap_far | wrap_near | dense
+    roles: list[str]  # plain | solo | head | wrap_head | far | near | wrap_far | wrap_near | piece | dense
     reach: int = DEFAULT_REACH  # r: a far pair's events are r ops apart, a near pair's r - 1
 
     def index(self, role: str, first: int) -> int:
@@ -146,8 +149,14 @@ class Plan:
 
     @property
     def after_replay(self) -> set[int]:
-        """The variants that time a graph piece's last op by a host event after its replay: head and wrap_head."""
-        return {v for v, role in enumerate(self.roles) if role in ("head", "wrap_head")}
+        """The variants that time a graph piece's last op by a host event after its replay: head, wrap_head and
+        piece."""
+        return {v for v, role in enumerate(self.roles) if role in ("head", "wrap_head", "piece")}
+
+    @property
+    def piece_variants(self) -> list[int]:
+        """The variants that time piece boundaries (``piece_boundaries``) for ``piece_cupti_effect``."""
+        return [v for v, role in enumerate(self.roles) if role == "piece"]
 
     @property
     def follows(self) -> dict[int, int]:
@@ -178,10 +187,31 @@ def head_op(ops: Sequence[OpTiming]) -> int | None:
     return None
 
 
-def pair_plan(n_ops: int, spacing: int, reach: int = DEFAULT_REACH, head: int | None = None) -> Plan:
+def piece_boundaries(ops: Sequence[OpTiming]) -> list[tuple[int, int]]:
+    """Each graph piece that a host-launched op precedes (piecewise: attention, then o_proj .. the next layer's
+    rotary), as (that op, the piece's last op): a piece variant times both ends by host events, the second right
+    after the clean piece's replay, so that no event sits inside the piece (``piece_cupti_effect``)."""
+    out = []
+    for i in range(1, len(ops)):
+        if ops[i - 1].host_launched and not ops[i].host_launched:
+            last = i
+            while last + 1 < len(ops) and not ops[last + 1].host_launched:
+                last += 1
+            out.append((i - 1, last))
+    return out
+
+
+def pair_plan(
+    n_ops: int,
+    spacing: int,
+    reach: int = DEFAULT_REACH,
+    head: int | None = None,
+    pieces: Sequence[tuple[int, int]] = (),
+) -> Plan:
     """The variants of the paired-event scheme (module docstring); ``spacing`` is clamped to
     [r + 2, n - r]. A step shorter than r + 1 ops is measured by solo variants alone. ``head`` (``head_op``): the
-    op a head variant times, for a step that opens with a graph piece (piecewise)."""
+    op a head variant times, for a step that opens with a graph piece (piecewise). ``pieces``
+    (``piece_boundaries``): the piece variants' boundaries, ``PIECES_PER_STEP`` a variant, spread over the step."""
     if n_ops < 1 or spacing < 1:
         raise ValueError("a sampling plan needs at least one op and a spacing of at least 1")
     if reach < 2:
@@ -212,6 +242,10 @@ def pair_plan(n_ops: int, spacing: int, reach: int = DEFAULT_REACH, head: int | 
             sorted({j + d for j in anchors for d in (0, reach - 1)}),
         ]
         roles += ["far", "near"]
+    count = -(-len(pieces) // PIECES_PER_STEP)
+    for v in range(count):
+        variants.append(sorted(i for a, b in pieces[v::count] for i in (a, b)))
+        roles.append("piece")
     return Plan(n_ops, m, variants, roles, reach)
 
 
@@ -232,6 +266,12 @@ def pairing_note(plan: Plan) -> str:
             f"; the head from op {plan.head_op}'s end alone, a host event after the first graph piece's replay (the "
             "piece not captured afresh), less the durations and gaps before it"
             if plan.head_op is not None
+            else ""
+        )
+        + (
+            f"; {len(plan.piece_variants)} piece variants time each graph piece after a host-launched op from that "
+            "op's end to a host event after the clean piece's replay, for CUPTI's effect on the piece's start"
+            if plan.piece_variants
             else ""
         )
     )
@@ -739,8 +779,9 @@ def end_shifts(
 
 def _timed_alone(plan: Plan, variant: int, n: int) -> list[int]:
     """The ops a variant's steps time with no event after the op before (``end_shifts``, ``start_shifts``): only
-    what follows such an op differs from the clean step. None in a dense variant or one not in the plan."""
-    if not 0 <= variant < len(plan.roles) or plan.roles[variant] == "dense":
+    what follows such an op differs from the clean step. None in a dense or piece variant (its second end is a host
+    event after a clean replay) or one not in the plan."""
+    if not 0 <= variant < len(plan.roles) or plan.roles[variant] in ("dense", "piece"):
         return []
     marked = set(plan.variants[variant])
     return sorted(i for i in marked if 0 <= i < n and (i == 0 or i - 1 not in marked))
@@ -828,7 +869,7 @@ def event_lags(
     median and how many differences. A diagnostic: nothing is corrected with it."""
     by_kind: dict[str, list[int]] = {}
     for step, ends in zip(steps, op_ends):
-        if plan.roles[step.variant] in ("dense", "wrap_far"):
+        if plan.roles[step.variant] in ("dense", "wrap_far", "piece"):
             continue
         marked = sorted(step.ends)
         for a, b in zip(marked, marked[1:]):
@@ -950,6 +991,41 @@ def head_cupti_effect(
         noise_ns=math.hypot(median_error(clean), median_error(cupti)),
         runs=len(clean),
         runs_under_cupti=len(cupti),
+    )
+
+
+def piece_cupti_effect(
+    plan: Plan, steps: Sequence[SampledStep], under_cupti: Sequence[SampledStep]
+) -> HeadEffect | None:
+    """CUPTI's effect on the gap into a graph piece after a host-launched op (piecewise o_proj), as the piece
+    variants read it: per boundary, the piece's end less that op's end, both host events and the piece the clean
+    runner's, median while CUPTI ran less median without it; the median over the boundaries, with the standard
+    error of that median. Nothing but CUPTI differs between the two readings, as for the head variant; what CUPTI
+    does inside the piece is in it too (CUPTI's in-piece gaps agree with the timers' within about 0.5 us).
+    None without piece variants or without their steps on both sides."""
+    pieces = set(plan.piece_variants)
+    if not pieces:
+        return None
+
+    def spans(source: Sequence[SampledStep]) -> dict[tuple[int, int], list[int]]:
+        out: dict[tuple[int, int], list[int]] = {}
+        for step in source:
+            if step.variant in pieces:
+                marked = plan.variants[step.variant]
+                for first, last in zip(marked[0::2], marked[1::2]):
+                    if first in step.ends and last in step.ends:
+                        out.setdefault((first, last), []).append(int(step.ends[last]) - int(step.ends[first]))
+        return out
+
+    clean, cupti = spans(steps), spans(under_cupti)
+    effects = [statistics.median(cupti[b]) - statistics.median(clean[b]) for b in clean if b in cupti]
+    if not effects:
+        return None
+    return HeadEffect(
+        effect_ns=float(statistics.median(effects)),
+        noise_ns=median_error(effects),
+        runs=sum(len(v) for v in clean.values()),
+        runs_under_cupti=sum(len(v) for v in cupti.values()),
     )
 
 
@@ -1106,6 +1182,11 @@ def within_op_bar(value: float, reference: float) -> bool:
     return abs(value - reference) <= max(OP_GAP_ABS_NS, OP_GAP_REL * abs(reference))
 
 
+def _opens_pieces(rows: Sequence[Mapping[str, Any]], members: Sequence[int]) -> bool:
+    """Every op of the class opens a graph piece after a host-launched op."""
+    return all(i > 0 and rows[i - 1]["host_launched"] and not rows[i]["host_launched"] for i in members)
+
+
 def _class_noise(rows: Sequence[dict[str, Any]], members: Sequence[int]) -> float:
     """Standard error of a class's median gap from its rows' own (``gap_noise_ns``), as the median of their mean."""
     spread = math.sqrt(sum(float(rows[i].get("gap_noise_ns") or 0.0) ** 2 for i in members))
@@ -1121,6 +1202,7 @@ def op_class_checks(
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: HeadEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
+    piece_effect: HeadEffect | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
     own, the duration) against CUPTI's.
@@ -1145,16 +1227,22 @@ def op_class_checks(
     That variant has no event node anywhere, so its effect is CUPTI's on the step alone, and beyond
     ``CUPTI_EFFECT_SIGMAS`` of its noise it moves the class at any size: on the H200 +0.67 to +0.96 us at 7-14
     standard errors, against a bar of 1 us, where the plain check missed by 1.00-1.25 us (docs/performance.md,
-    session of 2026-12-02 from 06:05 UTC). The like-for-like reading then decides, both ways.
+    session of 2026-12-02 from 06:05 UTC). Either reading that agrees stands, as for the other classes: the gap
+    into a graph piece has two values about 1.1 us apart, which one depending on the step's timing, so CUPTI's
+    effect in the variant's steps need not be its effect in the reference's.
+
+    With ``piece_effect`` (piecewise: ``piece_cupti_effect``), the same for the class whose every op opens a graph
+    piece after a host-launched op (o_proj): its effect from the piece variants (``cupti_effect_source`` "piece
+    variant"), no event inside the piece either way. CUPTI's gap there has two values about 1.1 us apart, which
+    one depending on the step's timing (docs/performance.md, session of 2026-12-02 from 07:00 UTC).
 
     With ``start_bias`` (per class, ``start_shifts``' ``bias_ns``), each class carries its bias (``start_bias_ns``):
     what an event after an op does to its start puts into the gap as the pairs read it. It explains a miss; it
     changes no verdict.
 
     ``gap_verdict``: "agree" where the events' clean reading is within the bar of CUPTI's; "agree like for like"
-    where it is not, CUPTI moves the class and the like-for-like reading is within the bar (for the head's class,
-    moved by the head variant, that reading decides: "disagree" where it misses); "agree across captures" where
-    neither holds, the second capture moved the class and the reading is within the bar of the
+    where it is not, CUPTI moves the class and the like-for-like reading is within the bar; "agree across
+    captures" where neither holds, the second capture moved the class and the reading is within the bar of the
     second capture's value; else "disagree"."""
     if ref.op_gap_ns is None or ref.op_duration_ns is None or len(ref.op_gap_ns) != len(rows):
         return []
@@ -1182,6 +1270,9 @@ def op_class_checks(
         if head_effect is not None and members == [0]:
             effect, effect_noise = head_effect.effect_ns, head_effect.noise_ns
             like, source = events_gap + effect, CUPTI_EFFECT_HEAD_VARIANT
+        elif piece_effect is not None and _opens_pieces(rows, members):
+            effect, effect_noise = piece_effect.effect_ns, piece_effect.noise_ns
+            like, source = events_gap + effect, CUPTI_EFFECT_PIECE_VARIANT
         elif under_cupti is not None and len(under_cupti) == len(rows):
             like = float(statistics.median(under_cupti[i]["gap_before_ns"] for i in members))
             effect = like - events_gap
@@ -1192,8 +1283,8 @@ def op_class_checks(
         if source is not None:
             like_agrees = within_op_bar(like, cupti_gap)
             bar = max(OP_GAP_ABS_NS, OP_GAP_REL * abs(cupti_gap))
-            floor = 0.0 if source == CUPTI_EFFECT_HEAD_VARIANT else bar
-            moved = abs(effect) > max(floor, CUPTI_EFFECT_SIGMAS * effect_noise)
+            clean_variant = source in (CUPTI_EFFECT_HEAD_VARIANT, CUPTI_EFFECT_PIECE_VARIANT)
+            moved = abs(effect) > max(0.0 if clean_variant else bar, CUPTI_EFFECT_SIGMAS * effect_noise)
             row.update(
                 events_gap_under_cupti_ns_median=like,
                 gap_under_cupti_diff_ns=like - cupti_gap,
@@ -1203,10 +1294,7 @@ def op_class_checks(
                 cupti_effect_source=source,
                 cupti_trusted_here=not moved,
             )
-            if moved and source == CUPTI_EFFECT_HEAD_VARIANT:  # the like-for-like reading decides
-                plain = GAP_AGREE if row["gap_agrees"] else GAP_AGREE_LIKE_FOR_LIKE
-                row["gap_verdict"] = plain if like_agrees else GAP_DISAGREE
-            elif moved and not row["gap_agrees"] and like_agrees:
+            if moved and not row["gap_agrees"] and like_agrees:
                 row["gap_verdict"] = GAP_AGREE_LIKE_FOR_LIKE
         other = captured.get(name)
         if other is not None and other.get("second_gap_ns_median") is not None:
@@ -1241,6 +1329,7 @@ def clean_check(
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: HeadEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
+    piece_effect: HeadEffect | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 
@@ -1261,8 +1350,9 @@ def clean_check(
       ``under_cupti`` (the same pass's steps read while CUPTI ran, stitched), what CUPTI does to each class, and
       where it moves a class beyond the bar, that class is checked like for like; with ``capture_classes``, a
       class a second capture of the graphs moves beyond the bar is checked against it too; with ``head_effect``,
-      the head's class takes CUPTI's effect from the head variant; with ``start_bias``, each class carries what
-      an event after an op does to its start (``op_class_checks``).
+      the head's class takes CUPTI's effect from the head variant, with ``piece_effect`` the class opening the
+      pieces after host-launched ops from the piece variants; with ``start_bias``, each class carries what an
+      event after an op does to its start (``op_class_checks``).
     """
     cupti_overhead = ref.step_ns / clean_step_ns - 1.0 if clean_step_ns else None
     within = cupti_overhead is not None and abs(cupti_overhead) <= CUPTI_TRUST
@@ -1286,6 +1376,7 @@ def clean_check(
             capture_classes=capture_classes,
             head_effect=head_effect,
             start_bias=start_bias,
+            piece_effect=piece_effect,
         )
     ops_agree = all(o["gap_verdict"] != GAP_DISAGREE for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]

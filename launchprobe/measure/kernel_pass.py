@@ -675,7 +675,8 @@ def kernel_pass(
             maximum=max(40, round(40 * time_s / SAMPLING_TIME_S)),
         )  # fmt: skip
     )
-    extra = sampled.one_per_step_variants(plan, names)
+    solo_extra = sampled.one_per_step_variants(plan, names)
+    extra = sorted({*solo_extra, *plan.piece_variants})  # piece variants: enough steps under CUPTI too
     rounds = sampled.extra_rounds(cycles) if extra else 0
     steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows, extra=extra, rounds=rounds)
     clean_ns = statistics.median(clean_in_cycles)  # timed beside the sampled steps, on the same core
@@ -687,7 +688,8 @@ def kernel_pass(
         variants=len(plan.variants),
         cycles=cycles,
         sampled_steps=len(steps),
-        one_per_step_variants=len(extra),
+        one_per_step_variants=len(solo_extra),
+        piece_variants=len(plan.piece_variants),
         one_per_step_runs=cycles * (1 + rounds),
         clean_references=len(clean_in_cycles),
         clean_step_spread_fraction=spread,
@@ -749,9 +751,11 @@ def kernel_pass(
             captured = (result.get("cupti_capture_check") or {}).get("classes", [])
             seen = checked.seen
             head = sampled.head_cupti_effect(plan, steps, seen.steps) if seen is not None else None
+            piece = sampled.piece_cupti_effect(plan, steps, seen.steps) if seen is not None else None
             result["cupti_check"] = _cupti_check(
-                picture, clean_ns, ref, under, result["host_steady"], captured, head_effect=head, start_bias=start_bias
-            )
+                picture, clean_ns, ref, under, result["host_steady"], captured,
+                head_effect=head, start_bias=start_bias, piece_effect=piece,
+            )  # fmt: skip
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
     del variants
@@ -926,7 +930,7 @@ def _choose_plan(
         search_down=any(t.host_launched for t in timings),
     )  # fmt: skip
     probes.probes = [{"stride": k, "overhead_fraction": o, "error_fraction": e} for k, o, e in choice.probes]
-    return sampled.pair_plan(n, choice.stride, reach, head), probes
+    return sampled.pair_plan(n, choice.stride, reach, head, sampled.piece_boundaries(timings)), probes
 
 
 def _durations(ref: sampled.CuptiReference | None, fallback: Callable[[], list[int]]) -> tuple[list[int], str]:
@@ -1136,6 +1140,7 @@ def _cupti_check(
     capture_classes: Sequence[dict[str, Any]] = (),
     head_effect: sampled.HeadEffect | None = None,
     start_bias: dict[str, float | None] | None = None,
+    piece_effect: sampled.HeadEffect | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
@@ -1150,6 +1155,7 @@ def _cupti_check(
         capture_classes=capture_classes,
         head_effect=head_effect,
         start_bias=start_bias,
+        piece_effect=piece_effect,
     )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "

@@ -10,6 +10,7 @@ from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import (
     CUPTI_EFFECT_HEAD_VARIANT,
+    CUPTI_EFFECT_PIECE_VARIANT,
     GAP_AGREE_ACROSS_CAPTURES,
     GAP_AGREE_LIKE_FOR_LIKE,
     GAP_DISAGREE,
@@ -665,7 +666,11 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
             moved = [o for o in likes if o.cupti_trusted_here is False]
             effects = ", ".join(
                 f"{o.op} {(o.cupti_effect_ns or 0.0) / 1e3:+.2f} +/- {(o.cupti_effect_noise_ns or 0.0) / 1e3:.2f} us"
-                + (" by the head variant" if o.cupti_effect_source == CUPTI_EFFECT_HEAD_VARIANT else "")
+                + (
+                    f" by the {o.cupti_effect_source}"
+                    if o.cupti_effect_source in (CUPTI_EFFECT_HEAD_VARIANT, CUPTI_EFFECT_PIECE_VARIANT)
+                    else ""
+                )
                 for o in moved[:6]
             )
             lines.append(
@@ -674,7 +679,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
                 + (f" ({gaps})" if gaps else "")
                 + (
                     f"; CUPTI moves {len(moved)} class(es), so its value is not their clean gap ({effects}); where "
-                    "the events' own reading misses CUPTI's there (the head's class: always), this reading decides"
+                    "the events' own reading misses CUPTI's there, this reading decides"
                     if moved
                     else "; CUPTI moves no class"
                 )

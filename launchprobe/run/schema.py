@@ -383,6 +383,7 @@ OVERHEAD_BASIS_POOLED = "pooled: no variant stands out"
 # where an op check took CUPTI's effect on its class from (OpCheck.cupti_effect_source)
 CUPTI_EFFECT_STITCHED = "stitched under CUPTI"
 CUPTI_EFFECT_HEAD_VARIANT = "head variant"
+CUPTI_EFFECT_PIECE_VARIANT = "piece variant"
 # OpCheck.gap_verdict
 GAP_AGREE = "agree"
 GAP_AGREE_LIKE_FOR_LIKE = "agree like for like"
@@ -419,6 +420,8 @@ class KernelPass(Record, kw_only=True):
     cycles: int | None = None  # passes over all variants
     sampled_steps: int | None = None
     one_per_step_variants: int | None = None  # variants measuring an op that occurs once per step (run more often)
+    # piecewise: variants timing each graph piece after a host-launched op by host events (CUPTI's effect on its start)
+    piece_variants: int | None = None
     one_per_step_runs: int | None = None  # steps each of them ran over the cycles
     stride_probes: list[StrideProbe] | None = None
     pairing: str | None = None  # how exactly paired ends see the same events ahead (analysis/sampled.py)
