@@ -392,6 +392,8 @@ def test_kernel_pass_sections() -> None:
     assert f"CUPTI moves 1 class(es), so its value is not their clean gap ({moved.op} +2.00 +/- 0.30 us)" in like
     moved.cupti_effect_source = "head variant"  # piecewise: the head's class, its effect from the head variant
     assert f"({moved.op} +2.00 +/- 0.30 us by the head variant)" in plain_output(run, width=400)
+    moved.cupti_effect_source = "piece variant"  # piecewise o_proj: its effect from the piece variants
+    assert f"({moved.op} +2.00 +/- 0.30 us by the piece variant)" in plain_output(run, width=400)
     # a start bias beside the miss, and the op table's start bias column, once any class carries one
     assert "start bias" not in like
     moved.start_bias_ns = -610.0
