@@ -53,8 +53,9 @@ def main() -> None:
         if not ran or not rows or len(rows) % len(ran):
             return result
         per = len(rows) // len(ran)
-        head = sampled.head_op(kp.op_layout(mode, ops)[0])
-        plan = sampled.pair_plan(len(ops), result.stride, result.reach, head)
+        layout = kp.op_layout(mode, ops)[0]
+        head = sampled.head_op(layout)
+        plan = sampled.pair_plan(len(ops), result.stride, result.reach, head, sampled.piece_boundaries(layout))
 
         def role(v: int) -> str:
             if v < 0:
