@@ -18,10 +18,10 @@ from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 from launchprobe.analysis.kernel_gaps import OpTiming
 from launchprobe.analysis.sampled import (
     CuptiReference,
-    HeadEffect,
     Plan,
     SampledStep,
     StitchRefused,
+    VariantEffect,
     anchor_effects,
     capture_shifts,
     choose_stride,
@@ -1025,7 +1025,7 @@ def _head_case() -> tuple[Any, Any, Any]:
 def test_the_heads_class_takes_cuptis_effect_from_the_head_variant() -> None:
     ref, events, under = _head_case()
     # the head variant's first piece ends 1.5 us later under CUPTI: CUPTI moved the step's start beyond the bar
-    check = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=HeadEffect(1_500.0, 100.0, 60, 25))
+    check = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=VariantEffect(1_500.0, 100.0, 60, 25))
     by_op = {o["op"]: o for o in check["ops"]}
     h = by_op["h"]
     assert not h["gap_agrees"] and h["cupti_effect_source"] == "head variant" and h["cupti_effect_ns"] == 1_500
@@ -1034,12 +1034,12 @@ def test_the_heads_class_takes_cuptis_effect_from_the_head_variant() -> None:
     # the other classes still take it from the cycle stitched under CUPTI
     assert by_op["x"]["cupti_effect_source"] == by_op["y"]["cupti_effect_source"] == "stitched under CUPTI"
     # the same effect within two of its errors: CUPTI is trusted at the step's start, and the head disagrees
-    noisy = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=HeadEffect(1_500.0, 800.0, 60, 25))
+    noisy = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=VariantEffect(1_500.0, 800.0, 60, 25))
     h = {o["op"]: o for o in noisy["ops"]}["h"]
     assert h["cupti_trusted_here"] is True and h["gap_verdict"] == "disagree" and noisy["ops_agree"] is False
     # under the bar (0.4 us) but beyond 2 errors: the head variant's effect moves the class at any size; the
     # like-for-like reading (1.1 us short) misses too
-    small = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=HeadEffect(400.0, 50.0, 60, 25))
+    small = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=VariantEffect(400.0, 50.0, 60, 25))
     h = {o["op"]: o for o in small["ops"]}["h"]
     assert h["cupti_trusted_here"] is False and h["gap_verdict"] == "disagree" and not h["gap_under_cupti_agrees"]
     # without a head effect the head's class is read from the stitched cycle like the others
@@ -1052,7 +1052,7 @@ def test_a_head_effect_under_the_bar_but_beyond_its_noise_moves_the_heads_class(
     """As on the H200 at 06:13 UTC: the events read the head 1.5 us short of CUPTI's, and the head variant shows CUPTI
     lengthening it by 0.8 us at 11 errors: the plain check misses, like for like it is 0.7 us short."""
     ref, events, under = _head_case()
-    check = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=HeadEffect(800.0, 70.0, 60, 25))
+    check = clean_check(events, 100_000.0, ref, under_cupti=under, head_effect=VariantEffect(800.0, 70.0, 60, 25))
     h = {o["op"]: o for o in check["ops"]}["h"]
     assert not h["gap_agrees"] and h["cupti_trusted_here"] is False and h["gap_under_cupti_diff_ns"] == -700
     assert h["gap_verdict"] == "agree like for like" and check["ops_agree"]
@@ -1060,7 +1060,7 @@ def test_a_head_effect_under_the_bar_but_beyond_its_noise_moves_the_heads_class(
     # into a graph piece has two values about 1.1 us apart (docs/performance.md), so either reading may stand
     long_ = _stitched_like([(4_500, 14_500), (19_500, 44_500), (54_500, 100_500)], 100_500)
     long_.rows[0]["op"] = "h"  # type: ignore[attr-defined]
-    effect = HeadEffect(800.0, 70.0, 60, 25)
+    effect = VariantEffect(800.0, 70.0, 60, 25)
     check = clean_check(long_, 100_000.0, ref, under_cupti=under, head_effect=effect)  # type: ignore[arg-type]
     h = {o["op"]: o for o in check["ops"]}["h"]
     assert h["gap_agrees"] and not h["gap_under_cupti_agrees"] and h["cupti_trusted_here"] is False
@@ -1148,13 +1148,13 @@ def test_the_class_opening_the_pieces_takes_cuptis_effect_from_the_piece_variant
     rows = events.rows  # type: ignore[attr-defined]
     rows[0]["op"], rows[1]["op"], rows[2]["op"] = "attention", "o_proj", "mlp_norm"
     rows[1]["host_launched"] = rows[2]["host_launched"] = False  # o_proj opens a piece after attention
-    moved = clean_check(events, 100_000.0, ref, piece_effect=HeadEffect(1_100.0, 80.0, 40, 30))  # type: ignore[arg-type]
+    moved = clean_check(events, 100_000.0, ref, piece_effect=VariantEffect(1_100.0, 80.0, 40, 30))  # type: ignore[arg-type]
     o_proj = {o["op"]: o for o in moved["ops"]}["o_proj"]
     assert not o_proj["gap_agrees"] and o_proj["cupti_effect_source"] == "piece variant"
     assert o_proj["cupti_trusted_here"] is False and o_proj["gap_under_cupti_diff_ns"] == pytest.approx(-200)
     assert o_proj["gap_verdict"] == "agree like for like"
     # an effect within two of its errors: CUPTI's value stands, and so does the miss
-    noisy = clean_check(events, 100_000.0, ref, piece_effect=HeadEffect(300.0, 500.0, 40, 30))  # type: ignore[arg-type]
+    noisy = clean_check(events, 100_000.0, ref, piece_effect=VariantEffect(300.0, 500.0, 40, 30))  # type: ignore[arg-type]
     o_proj = {o["op"]: o for o in noisy["ops"]}["o_proj"]
     assert o_proj["cupti_trusted_here"] is True and o_proj["gap_verdict"] == "disagree"
     # a class that does not open a piece is not given the piece effect

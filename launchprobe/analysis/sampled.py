@@ -959,18 +959,20 @@ def capture_shifts(
 
 
 @dataclass(frozen=True)
-class HeadEffect:
-    """What CUPTI does to the start of a piecewise step, from the head variant alone (``head_cupti_effect``)."""
+class VariantEffect:
+    """What CUPTI does to a span that variants time around clean graph pieces, no event inside them: the start of a
+    piecewise step (the head variant, ``head_cupti_effect``) or of each piece after attention (the piece variants,
+    ``piece_cupti_effect``)."""
 
-    effect_ns: float  # the head variant's end read while CUPTI ran less without it, medians
+    effect_ns: float  # the span read while CUPTI ran less without it
     noise_ns: float  # its standard error
-    runs: int  # head-variant steps read without CUPTI
+    runs: int  # spans read without CUPTI
     runs_under_cupti: int
 
 
 def head_cupti_effect(
     plan: Plan, steps: Sequence[SampledStep], under_cupti: Sequence[SampledStep]
-) -> HeadEffect | None:
+) -> VariantEffect | None:
     """CUPTI's effect on the gap into a piecewise step, as the head variant reads it: the end of the first graph
     piece (``Plan.head_op``) from the step's boundary, by a host event after the clean piece's replay, while CUPTI
     ran less without it. The head variant has no event node in any piece, so nothing but CUPTI differs between
@@ -986,7 +988,7 @@ def head_cupti_effect(
     cupti = [s.ends[op] for s in under_cupti if s.variant == head and op in s.ends]
     if not clean or not cupti:
         return None
-    return HeadEffect(
+    return VariantEffect(
         effect_ns=float(statistics.median(cupti) - statistics.median(clean)),
         noise_ns=math.hypot(median_error(clean), median_error(cupti)),
         runs=len(clean),
@@ -996,12 +998,13 @@ def head_cupti_effect(
 
 def piece_cupti_effect(
     plan: Plan, steps: Sequence[SampledStep], under_cupti: Sequence[SampledStep]
-) -> HeadEffect | None:
+) -> VariantEffect | None:
     """CUPTI's effect on the gap into a graph piece after a host-launched op (piecewise o_proj), as the piece
     variants read it: per boundary, the piece's end less that op's end, both host events and the piece the clean
     runner's, median while CUPTI ran less median without it; the median over the boundaries, with the standard
     error of that median. Nothing but CUPTI differs between the two readings, as for the head variant; what CUPTI
-    does inside the piece is in it too (CUPTI's in-piece gaps agree with the timers' within about 0.5 us).
+    does inside the piece is in it too, which the timers bound: they read every in-piece class within the op bar of
+    CUPTI's (docs/performance.md, 2026-12-02). On the H200: +1.30 to +1.70 us where the host kept its lead.
     None without piece variants or without their steps on both sides."""
     pieces = set(plan.piece_variants)
     if not pieces:
@@ -1021,7 +1024,7 @@ def piece_cupti_effect(
     effects = [statistics.median(cupti[b]) - statistics.median(clean[b]) for b in clean if b in cupti]
     if not effects:
         return None
-    return HeadEffect(
+    return VariantEffect(
         effect_ns=float(statistics.median(effects)),
         noise_ns=median_error(effects),
         runs=sum(len(v) for v in clean.values()),
@@ -1200,9 +1203,9 @@ def op_class_checks(
     compare_durations: bool = True,
     under_cupti: Sequence[dict[str, Any]] | None = None,
     capture_classes: Sequence[Mapping[str, Any]] = (),
-    head_effect: HeadEffect | None = None,
+    head_effect: VariantEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
-    piece_effect: HeadEffect | None = None,
+    piece_effect: VariantEffect | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
     own, the duration) against CUPTI's.
@@ -1327,9 +1330,9 @@ def clean_check(
     under_cupti: Stitched | None = None,
     host_steady: bool | None = None,
     capture_classes: Sequence[Mapping[str, Any]] = (),
-    head_effect: HeadEffect | None = None,
+    head_effect: VariantEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
-    piece_effect: HeadEffect | None = None,
+    piece_effect: VariantEffect | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 

@@ -1138,9 +1138,9 @@ def _cupti_check(
     under_cupti: sampled.Stitched | None = None,
     host_steady: bool | None = None,
     capture_classes: Sequence[dict[str, Any]] = (),
-    head_effect: sampled.HeadEffect | None = None,
+    head_effect: sampled.VariantEffect | None = None,
     start_bias: dict[str, float | None] | None = None,
-    piece_effect: sampled.HeadEffect | None = None,
+    piece_effect: sampled.VariantEffect | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
