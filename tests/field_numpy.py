@@ -50,7 +50,7 @@ def timer_differences(cell: dict[str, Any], *, scaled: bool = False) -> dict[int
     ([variant, reference ns, [[op, reading ns], ...]]). ``scaled``: each difference x clean / reference (``cell``'s
     ``clean_step_ms``), as the pass read the pairs until 2026-12-02 07:00 UTC, which the fixtures' recorded values
     are."""
-    clean_ns = cell["clean_step_ms"] * 1e6
+    clean_ns = cell["clean_step_ms"] * 1e6 if scaled else 0.0
     diffs: dict[int, list[float]] = {}
     for _, reference, ends in cell["timer_steps"]:
         marks = dict(ends)

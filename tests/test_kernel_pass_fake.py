@@ -192,7 +192,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     # one piece variant per two pieces after a host-launched op
     head = 2 if mode == "piecewise" else 0
     pieces = [k for k in range(1, 33) if result.kernels[k - 1].host_launched and not result.kernels[k].host_launched]
-    assert result.piece_variants == -(-len(pieces) // 2) and (len(pieces) > 0) == (mode == "piecewise")
+    assert result.piece_variants == -(-len(pieces) // sampled.PIECES_PER_STEP) and (len(pieces) > 0) == (
+        mode == "piecewise"
+    )
     assert result.variants == 3 + reach + 2 * result.stride + head + result.piece_variants
     assert len(result.kernels) == 33 and result.ops and result.gaps is not None
     check = result.cupti_check

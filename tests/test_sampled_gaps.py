@@ -47,7 +47,7 @@ from launchprobe.analysis.sampled import (
     pair_plan,
     pairing_note,
     piece_boundaries,
-    piece_cupti_effect,
+    piece_cupti_effects,
     sequence_problem,
     sound_corrections,
     split_steps,
@@ -551,6 +551,10 @@ def test_choose_stride_counts_a_probe_at_its_overhead_plus_its_error() -> None:
     readings = {36: (-0.001, 0.002), 18: (0.011, 0.002)}
     choice = choose_stride(152, 36, lambda k: readings[k], lowest=6)
     assert [k for k, _, _ in choice.probes] == [36, 18] and choice.stride == 36 and choice.within_budget
+    # the search down does not probe again a spacing it widened from (a second, luckier reading would take it)
+    readings2 = {10: [(0.015, 0.0), (0.009, 0.0)], 20: [(0.005, 0.0)]}
+    choice = choose_stride(152, 10, lambda k: readings2[k].pop(0), lowest=6)
+    assert [k for k, _, _ in choice.probes] == [10, 20] and choice.stride == 20
     # while widening, a probe within accept is taken as before
     widening = {10: (0.03, 0.0), 30: (0.012, 0.0)}
     assert choose_stride(152, 10, lambda k: widening[k], search_down=False).stride == 30
@@ -1120,24 +1124,35 @@ def test_piece_variants_time_each_piece_after_attention_by_host_events_alone() -
 
 def test_the_piece_effect_is_the_piece_span_under_cupti_less_without() -> None:
     ops = _piecewise(5)
+    names = [op.op for op in ops]
     plan = pair_plan(len(ops), 10, 4, head=3, pieces=piece_boundaries(ops))
     first, second, third = plan.piece_variants
 
-    def steps(v: int, spans: list[int], extra: int = 0) -> list[SampledStep]:
+    def steps(v: int, spans: list[int]) -> list[SampledStep]:
         marked = plan.variants[v]
         return [
             SampledStep(v, 100_000, {i: (10_000 * i + (span if k % 2 else 0)) for k, i in enumerate(marked)})
-            for span in [s + extra for s in spans]
+            for span in spans
         ]
 
     clean = steps(first, [20_000, 20_100, 20_200]) + steps(second, [21_000, 21_050]) + steps(third, [19_000])
     under = steps(first, [21_100, 21_200]) + steps(second, [22_100]) + steps(third, [20_050, 20_150])
-    effect = piece_cupti_effect(plan, clean, under)
-    # per boundary, its variant's medians move by 1.05, 1.075 and 1.1 us: the median of the five boundaries
-    assert effect is not None and effect.effect_ns == 1_075 and effect.noise_ns < 100
-    assert (effect.runs, effect.runs_under_cupti) == (3 * 2 + 2 * 2 + 1, 2 * 2 + 1 * 2 + 2)  # spans, not steps
-    assert piece_cupti_effect(plan, clean, []) is None
-    assert piece_cupti_effect(pair_plan(len(ops), 10, 4, head=3), clean, under) is None  # no piece variants
+    effects = piece_cupti_effects(plan, names, clean, under)
+    assert set(effects) == {"o_proj"}  # keyed by the class opening the pieces
+    effect = effects["o_proj"]
+    # per step, its spans less each boundary's clean median: clean -100, 0, 100, -25, 25, 0; under CUPTI 1000,
+    # 1100, 1075, 1050, 1150
+    assert effect.effect_ns == 1_075 and (effect.runs, effect.runs_under_cupti) == (6, 5)
+    assert 20 < effect.noise_ns < 100  # from the steps' spread on both sides
+    assert piece_cupti_effects(plan, names, clean, []) == {}
+    assert piece_cupti_effects(pair_plan(len(ops), 10, 4, head=3), names, clean, under) == {}  # no piece variants
+    # one boundary a step, its spans noisy from step to step: the noise is the steps', never 0
+    one = pair_plan(len(ops), 10, 4, head=3, pieces=piece_boundaries(ops)[:1])
+    (only,) = one.piece_variants
+    noisy_clean = [SampledStep(only, 100_000, {5: 0, 13: span}) for span in (20_000, 22_000, 18_000, 21_000)]
+    noisy_under = [SampledStep(only, 100_000, {5: 0, 13: span}) for span in (20_100, 17_900, 22_200)]
+    lone = piece_cupti_effects(one, names, noisy_clean, noisy_under)["o_proj"]
+    assert lone.noise_ns > 1_000 > abs(lone.effect_ns)
 
 
 def test_the_class_opening_the_pieces_takes_cuptis_effect_from_the_piece_variants() -> None:
@@ -1148,13 +1163,13 @@ def test_the_class_opening_the_pieces_takes_cuptis_effect_from_the_piece_variant
     rows = events.rows  # type: ignore[attr-defined]
     rows[0]["op"], rows[1]["op"], rows[2]["op"] = "attention", "o_proj", "mlp_norm"
     rows[1]["host_launched"] = rows[2]["host_launched"] = False  # o_proj opens a piece after attention
-    moved = clean_check(events, 100_000.0, ref, piece_effect=VariantEffect(1_100.0, 80.0, 40, 30))  # type: ignore[arg-type]
+    moved = clean_check(events, 100_000.0, ref, piece_effects={"o_proj": VariantEffect(1_100.0, 80.0, 40, 30)})  # type: ignore[arg-type]
     o_proj = {o["op"]: o for o in moved["ops"]}["o_proj"]
     assert not o_proj["gap_agrees"] and o_proj["cupti_effect_source"] == "piece variant"
     assert o_proj["cupti_trusted_here"] is False and o_proj["gap_under_cupti_diff_ns"] == pytest.approx(-200)
     assert o_proj["gap_verdict"] == "agree like for like"
     # an effect within two of its errors: CUPTI's value stands, and so does the miss
-    noisy = clean_check(events, 100_000.0, ref, piece_effect=VariantEffect(300.0, 500.0, 40, 30))  # type: ignore[arg-type]
+    noisy = clean_check(events, 100_000.0, ref, piece_effects={"o_proj": VariantEffect(300.0, 500.0, 40, 30)})  # type: ignore[arg-type]
     o_proj = {o["op"]: o for o in noisy["ops"]}["o_proj"]
     assert o_proj["cupti_trusted_here"] is True and o_proj["gap_verdict"] == "disagree"
     # a class that does not open a piece is not given the piece effect

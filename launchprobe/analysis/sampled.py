@@ -33,6 +33,9 @@ measurements that share their first event:
   followed by a "wrap_head" variant, another timing op h alone so, whose own median end closes the wrap
   pair.
 - the "plain" variant, no events, runs among the others as the clean step does.
+- "piece" variants (piecewise, ``piece_boundaries``): each times two graph pieces after attention from attention's
+  end to a host event right after the clean piece's replay, nothing inside the piece; stitched into nothing, they
+  give CUPTI's effect on the gap into those pieces (``piece_cupti_effects``). They run the extra rounds too.
 The variants measuring an op that occurs once per step (``one_per_step_variants``) run in extra rounds
 (``extra_rounds``): their class median has no other layers to average the noise over.
 Dense (``dense_plan``): every op timed in one step; the event after op i - 1 sits in the gap before op i.
@@ -155,7 +158,7 @@ class Plan:
 
     @property
     def piece_variants(self) -> list[int]:
-        """The variants that time piece boundaries (``piece_boundaries``) for ``piece_cupti_effect``."""
+        """The variants that time piece boundaries (``piece_boundaries``) for ``piece_cupti_effects``."""
         return [v for v, role in enumerate(self.roles) if role == "piece"]
 
     @property
@@ -190,7 +193,7 @@ def head_op(ops: Sequence[OpTiming]) -> int | None:
 def piece_boundaries(ops: Sequence[OpTiming]) -> list[tuple[int, int]]:
     """Each graph piece that a host-launched op precedes (piecewise: attention, then o_proj .. the next layer's
     rotary), as (that op, the piece's last op): a piece variant times both ends by host events, the second right
-    after the clean piece's replay, so that no event sits inside the piece (``piece_cupti_effect``)."""
+    after the clean piece's replay, so that no event sits inside the piece (``piece_cupti_effects``)."""
     out = []
     for i in range(1, len(ops)):
         if ops[i - 1].host_launched and not ops[i].host_launched:
@@ -394,7 +397,8 @@ def choose_stride(
     error; a probe counts at its overhead plus that error, so that a noisy host (whose probes read anything from
     -1% to +2% for one m) does not talk the choice into a spacing the cycles then find too dense. The chosen m is
     the smallest probed one within ``accept`` (a probe of the search down: within ``target``, the bound it searched
-    by), else the smallest one probed while widening within the budget; if even ``widest`` is over the budget,
+    by; the search down never probes again a spacing it widened from), else the smallest one probed while widening
+    within the budget; if even ``widest`` is over the budget,
     m = widest and ``within_budget`` is False. On the H200 (8B eager b8, 2026-12-02 07:26 UTC) a probe of the
     search down read +1.1% at m = 18, within ``accept`` but not ``target``; the cycles then ran +1.5% pooled and
     +2.5% in the slowest variant."""
@@ -414,10 +418,11 @@ def choose_stride(
         k = min(widest, max(2 * k, grow))
         upper = probe(k)
     widened = len(probes)
+    too_dense = {kk for kk, _, _ in probes[: widened - 1]}  # widened from: over ``accept`` when probed
     if search_down and upper <= target:
         while k > lowest and len(probes) < max_probes:
             lower = max(lowest, k // 2)
-            if probe(lower) > target:
+            if lower in too_dense or probe(lower) > target:
                 break
             k = lower
     readings = [(kk, o + abs(e), o) for kk, o, e in probes]
@@ -962,7 +967,7 @@ def capture_shifts(
 class VariantEffect:
     """What CUPTI does to a span that variants time around clean graph pieces, no event inside them: the start of a
     piecewise step (the head variant, ``head_cupti_effect``) or of each piece after attention (the piece variants,
-    ``piece_cupti_effect``)."""
+    ``piece_cupti_effects``)."""
 
     effect_ns: float  # the span read while CUPTI ran less without it
     noise_ns: float  # its standard error
@@ -996,40 +1001,58 @@ def head_cupti_effect(
     )
 
 
-def piece_cupti_effect(
-    plan: Plan, steps: Sequence[SampledStep], under_cupti: Sequence[SampledStep]
-) -> VariantEffect | None:
-    """CUPTI's effect on the gap into a graph piece after a host-launched op (piecewise o_proj), as the piece
-    variants read it: per boundary, the piece's end less that op's end, both host events and the piece the clean
-    runner's, median while CUPTI ran less median without it; the median over the boundaries, with the standard
-    error of that median. Nothing but CUPTI differs between the two readings, as for the head variant; what CUPTI
-    does inside the piece is in it too, which the timers bound: they read every in-piece class within the op bar of
-    CUPTI's (docs/performance.md, 2026-12-02). On the H200: +1.30 to +1.70 us where the host kept its lead.
-    None without piece variants or without their steps on both sides."""
+def piece_cupti_effects(
+    plan: Plan, names: Sequence[str], steps: Sequence[SampledStep], under_cupti: Sequence[SampledStep]
+) -> dict[str, VariantEffect]:
+    """CUPTI's effect on the gap into a graph piece after a host-launched op, per class of the op opening the piece
+    (piecewise: o_proj), as the piece variants read it. Per boundary, the span from that op's end to the piece's end
+    (both host events, the piece the clean runner's); per step, its boundaries' spans less each boundary's median
+    without CUPTI, averaged (the boundaries of one step move together); the effect is the median of that while
+    CUPTI ran less without it, its noise from the steps' spread on both sides, as the head variant's. Nothing but
+    CUPTI differs between the two readings; what CUPTI does inside the piece is in it too, which the timers bound:
+    they read every in-piece class within the op bar of CUPTI's (docs/performance.md, 2026-12-02). On the H200:
+    +1.30 to +1.70 us where the host kept its lead. Empty without piece variants or their steps on both sides."""
     pieces = set(plan.piece_variants)
-    if not pieces:
-        return None
 
-    def spans(source: Sequence[SampledStep]) -> dict[tuple[int, int], list[int]]:
-        out: dict[tuple[int, int], list[int]] = {}
+    def spans(step: SampledStep) -> list[tuple[tuple[int, int], int]]:
+        marked = plan.variants[step.variant]
+        return [
+            ((first, last), int(step.ends[last]) - int(step.ends[first]))
+            for first, last in zip(marked[0::2], marked[1::2])
+            if first in step.ends and last in step.ends
+        ]
+
+    clean_spans: dict[tuple[int, int], list[int]] = {}
+    for step in steps:
+        if step.variant in pieces:
+            for boundary, span in spans(step):
+                clean_spans.setdefault(boundary, []).append(span)
+    centre = {b: statistics.median(v) for b, v in clean_spans.items()}
+
+    def deviations(source: Sequence[SampledStep]) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
         for step in source:
-            if step.variant in pieces:
-                marked = plan.variants[step.variant]
-                for first, last in zip(marked[0::2], marked[1::2]):
-                    if first in step.ends and last in step.ends:
-                        out.setdefault((first, last), []).append(int(step.ends[last]) - int(step.ends[first]))
+            if step.variant not in pieces:
+                continue
+            by_class: dict[str, list[float]] = {}
+            for boundary, span in spans(step):
+                if boundary in centre:
+                    by_class.setdefault(names[boundary[0] + 1], []).append(span - centre[boundary])
+            for name, values in by_class.items():
+                out.setdefault(name, []).append(statistics.fmean(values))
         return out
 
-    clean, cupti = spans(steps), spans(under_cupti)
-    effects = [statistics.median(cupti[b]) - statistics.median(clean[b]) for b in clean if b in cupti]
-    if not effects:
-        return None
-    return VariantEffect(
-        effect_ns=float(statistics.median(effects)),
-        noise_ns=median_error(effects),
-        runs=sum(len(v) for v in clean.values()),
-        runs_under_cupti=sum(len(v) for v in cupti.values()),
-    )
+    clean, cupti = deviations(steps), deviations(under_cupti)
+    return {
+        name: VariantEffect(
+            effect_ns=float(statistics.median(cupti[name]) - statistics.median(clean[name])),
+            noise_ns=math.hypot(median_error(clean[name]), median_error(cupti[name])),
+            runs=len(clean[name]),
+            runs_under_cupti=len(cupti[name]),
+        )
+        for name in clean
+        if cupti.get(name)
+    }
 
 
 def instrumented_rows(ops: Sequence[OpTiming], steps: Sequence[SampledStep], durations_ns: Sequence[int]) -> Stitched:
@@ -1205,7 +1228,7 @@ def op_class_checks(
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: VariantEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
-    piece_effect: VariantEffect | None = None,
+    piece_effects: Mapping[str, VariantEffect] | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
     own, the duration) against CUPTI's.
@@ -1234,7 +1257,7 @@ def op_class_checks(
     into a graph piece has two values about 1.1 us apart, which one depending on the step's timing, so CUPTI's
     effect in the variant's steps need not be its effect in the reference's.
 
-    With ``piece_effect`` (piecewise: ``piece_cupti_effect``), the same for the class whose every op opens a graph
+    With ``piece_effects`` (piecewise: ``piece_cupti_effects``), the same for a class whose every op opens a graph
     piece after a host-launched op (o_proj): its effect from the piece variants (``cupti_effect_source`` "piece
     variant"), no event inside the piece either way. CUPTI's gap there has two values about 1.1 us apart, which
     one depending on the step's timing (docs/performance.md, session of 2026-12-02 from 07:00 UTC).
@@ -1273,8 +1296,8 @@ def op_class_checks(
         if head_effect is not None and members == [0]:
             effect, effect_noise = head_effect.effect_ns, head_effect.noise_ns
             like, source = events_gap + effect, CUPTI_EFFECT_HEAD_VARIANT
-        elif piece_effect is not None and _opens_pieces(rows, members):
-            effect, effect_noise = piece_effect.effect_ns, piece_effect.noise_ns
+        elif piece_effects and name in piece_effects and _opens_pieces(rows, members):
+            effect, effect_noise = piece_effects[name].effect_ns, piece_effects[name].noise_ns
             like, source = events_gap + effect, CUPTI_EFFECT_PIECE_VARIANT
         elif under_cupti is not None and len(under_cupti) == len(rows):
             like = float(statistics.median(under_cupti[i]["gap_before_ns"] for i in members))
@@ -1332,7 +1355,7 @@ def clean_check(
     capture_classes: Sequence[Mapping[str, Any]] = (),
     head_effect: VariantEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
-    piece_effect: VariantEffect | None = None,
+    piece_effects: Mapping[str, VariantEffect] | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 
@@ -1353,7 +1376,7 @@ def clean_check(
       ``under_cupti`` (the same pass's steps read while CUPTI ran, stitched), what CUPTI does to each class, and
       where it moves a class beyond the bar, that class is checked like for like; with ``capture_classes``, a
       class a second capture of the graphs moves beyond the bar is checked against it too; with ``head_effect``,
-      the head's class takes CUPTI's effect from the head variant, with ``piece_effect`` the class opening the
+      the head's class takes CUPTI's effect from the head variant, with ``piece_effects`` the class opening the
       pieces after host-launched ops from the piece variants; with ``start_bias``, each class carries what an
       event after an op does to its start (``op_class_checks``).
     """
@@ -1379,7 +1402,7 @@ def clean_check(
             capture_classes=capture_classes,
             head_effect=head_effect,
             start_bias=start_bias,
-            piece_effect=piece_effect,
+            piece_effects=piece_effects,
         )
     ops_agree = all(o["gap_verdict"] != GAP_DISAGREE for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]

@@ -194,8 +194,8 @@ def class_checks(
 
 def judge(classes: Sequence[dict[str, Any]], event_ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each class with CUPTI's gap beside it gets a ``gap_verdict``, as the events' op check gives its own: "agree"
-    within the op bar; where the events' check found that CUPTI moves the class beyond the bar
-    (``cupti_trusted_here`` false: CUPTI's value is not the class's clean gap), "agree like for like" when the
+    within the op bar; where the events' check found that CUPTI moves the class (``cupti_trusted_here`` false:
+    CUPTI's value is not the class's clean gap), "agree like for like" when the
     timers' gap plus CUPTI's effect on it (the events' ``cupti_effect_ns``) is within the bar; else "disagree"."""
     moved = {
         o["op"]: o for o in event_ops if o.get("cupti_trusted_here") is False and o.get("cupti_effect_ns") is not None

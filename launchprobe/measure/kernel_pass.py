@@ -186,9 +186,9 @@ class Variants:
 
     Eager ops record on the host (the stream bound once); graphed segments holding a sampled op are captured
     afresh with ``external`` event nodes, the others reuse the clean runner's graphs, so the variants replay
-    exactly the clean step's graphs wherever they time nothing. The variants in ``after_replay`` (the plan's head
-    and wrap_head) time a graphed segment's last op by a host event recorded right after the clean graph's replay
-    instead, leaving the piece as the clean runner captured it."""
+    exactly the clean step's graphs wherever they time nothing. The variants in ``after_replay`` (the plan's head,
+    wrap_head and piece variants) time a graphed segment's last op by a host event recorded right after the clean
+    graph's replay instead, leaving the piece as the clean runner captured it."""
 
     def __init__(
         self,
@@ -690,7 +690,7 @@ def kernel_pass(
         sampled_steps=len(steps),
         one_per_step_variants=len(solo_extra),
         piece_variants=len(plan.piece_variants),
-        one_per_step_runs=cycles * (1 + rounds),
+        one_per_step_runs=cycles * (1 + rounds) if solo_extra else None,
         clean_references=len(clean_in_cycles),
         clean_step_spread_fraction=spread,
         host_steady=spread <= sampled.HOST_STEADY_SPREAD,
@@ -751,10 +751,10 @@ def kernel_pass(
             captured = (result.get("cupti_capture_check") or {}).get("classes", [])
             seen = checked.seen
             head = sampled.head_cupti_effect(plan, steps, seen.steps) if seen is not None else None
-            piece = sampled.piece_cupti_effect(plan, steps, seen.steps) if seen is not None else None
+            piece = sampled.piece_cupti_effects(plan, names, steps, seen.steps) if seen is not None else None
             result["cupti_check"] = _cupti_check(
                 picture, clean_ns, ref, under, result["host_steady"], captured,
-                head_effect=head, start_bias=start_bias, piece_effect=piece,
+                head_effect=head, start_bias=start_bias, piece_effects=piece,
             )  # fmt: skip
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
@@ -1046,7 +1046,8 @@ def _end_shifts(
     return shifts, (
         f"CUPTI: each op's duration in the steps that time its end (an event after it, none after the op before), "
         f"from one cycle of the {len(durations)} variants run again under CUPTI ({runs} steps, the variants of "
-        f"one-per-step ops in {SHIFT_ROUNDS} more rounds), against its clean duration; {measured} of {len(shifts)} "
+        f"one-per-step ops and the piece variants in {SHIFT_ROUNDS} more rounds), against its clean duration; "
+        f"{measured} of {len(shifts)} "
         "ops measured (the others not shifted)"
     )
 
@@ -1140,7 +1141,7 @@ def _cupti_check(
     capture_classes: Sequence[dict[str, Any]] = (),
     head_effect: sampled.VariantEffect | None = None,
     start_bias: dict[str, float | None] | None = None,
-    piece_effect: sampled.VariantEffect | None = None,
+    piece_effects: dict[str, sampled.VariantEffect] | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
@@ -1155,7 +1156,7 @@ def _cupti_check(
         capture_classes=capture_classes,
         head_effect=head_effect,
         start_bias=start_bias,
-        piece_effect=piece_effect,
+        piece_effects=piece_effects,
     )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "

@@ -208,12 +208,14 @@ class OpCheck(Record, kw_only=True):
     gap_under_cupti_diff_ns: float | None = None
     gap_under_cupti_agrees: bool | None = None
     # what CUPTI does to the class: the events' reading under CUPTI less theirs without it, with its noise; where it
-    # is beyond the op bar and 2 standard errors, CUPTI's value is not the class's clean gap (cupti_trusted_here)
+    # is beyond the op bar and 2 standard errors (read by the head or piece variants: beyond 2 standard errors at any
+    # size), CUPTI's value is not the class's clean gap (cupti_trusted_here)
     cupti_effect_ns: float | None = None
     cupti_effect_noise_ns: float | None = None
     # where that effect was read: "stitched under CUPTI" (the class in the cycle run again under CUPTI), or, for the
     # piecewise head's class, "head variant" (its first piece's end under CUPTI less without: the step's start
-    # alone; the like-for-like reading is then the clean head plus it)
+    # alone; the like-for-like reading is then the clean head plus it), or, for the class opening each piece after a
+    # host-launched op (o_proj), "piece variant" (the span from that op's end to the piece's end, the same way)
     cupti_effect_source: str | None = None
     cupti_trusted_here: bool | None = None
     # CUPTI's value for the class in a second capture of the clean graphs (the capture check), whether that capture
