@@ -219,6 +219,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert all(sources.pop(name) == "piece variant" for name in opening_pieces)
     assert set(sources.values()) == {"stitched under CUPTI"}
     assert all(o.cupti_effect_ns == 0 and o.cupti_trusted_here for o in check.ops if o.op in opening_pieces)
+    # CUPTI's clean steps later in the pass (the cycle's), per class: the fake replays them as the reference's
+    assert all(o.cupti_cycle_gap_ns_median is not None and o.cupti_cycle_off_bar_fraction == 0 for o in check.ops
+               if o.op != result.kernels[0].op)  # fmt: skip
     opening = next(o for o in check.ops if o.op == result.kernels[0].op)
     assert opening.cupti_effect_ns == 0 and opening.cupti_trusted_here
     # where an event after an op moves its start: nowhere in the fake, so every class's shift and bias are 0

@@ -166,6 +166,11 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         if mode == "piecewise":  # o_proj, opening each piece after attention: from the piece variants
             assert sources.pop("o_proj") == "piece variant"
         assert set(sources.values()) == {"stitched under CUPTI"}
+        # CUPTI's value per class in the cycle's own clean steps, beside the reference's (a diagnostic)
+        if check.cupti_op_busy_ns is not None:
+            later = [o for o in check.ops if o.op != rows[0].op]
+            assert all(o.cupti_cycle_gap_ns_median is not None for o in later)
+            assert all(0 <= (o.cupti_cycle_off_bar_fraction or 0) <= 1 for o in later)
         # where an event after an op moves its start, per class (a diagnostic), and each class's bias from it
         assert result.cupti_start_shifts and {s.op for s in result.cupti_start_shifts} == {r.op for r in rows[1:]}
         assert all(o.start_bias_ns is not None for o in check.ops if o.op != rows[0].op)

@@ -401,6 +401,15 @@ def test_kernel_pass_sections() -> None:
     assert f"{moved.op} -2.00 us (like for like ok) (start bias -0.61)" in biased
     assert "start bias: how much the events' gap moves" in biased and "-0.61" in biased
     moved.start_bias_ns = None
+    # CUPTI's own clean steps later in the pass put a disagreeing class elsewhere: said beside its miss
+    miss = next(o for o in check.ops if not o.gap_agrees)
+    miss.cupti_cycle_gap_ns_median, miss.cupti_cycle_off_bar_fraction = 1_660.0, 0.68
+    assert "(CUPTI's gap 1.66 us in its clean steps later in the pass, 68% beyond the bar)" in plain_output(
+        run, width=500
+    )
+    miss.cupti_cycle_off_bar_fraction = 0.05  # a few steps: not said
+    assert "later in the pass" not in plain_output(run, width=500)
+    miss.cupti_cycle_gap_ns_median = miss.cupti_cycle_off_bar_fraction = None
     assert text.count("CUPTI cross-check: AGREE") == 2 and text.count("CUPTI cross-check: DISAGREE") == 1
     assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared
     strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]

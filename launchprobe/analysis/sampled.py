@@ -43,6 +43,7 @@ Dense (``dense_plan``): every op timed in one step; the event after op i - 1 sit
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import Counter
@@ -1208,6 +1209,35 @@ def within_op_bar(value: float, reference: float) -> bool:
     return abs(value - reference) <= max(OP_GAP_ABS_NS, OP_GAP_REL * abs(reference))
 
 
+def cycle_clean_gaps(
+    names: Sequence[str], steps: Sequence[Sequence[tuple[int, int]]], reference_gap_ns: Sequence[float]
+) -> dict[str, dict[str, Any]]:
+    """CUPTI's clean steps of the CUPTI cycle, later in the pass than its reference steps: per op class (op 0's
+    aside: its gap lies between steps), the median over those steps of the class's median gap in each
+    (``cycle_gap_ns_median``), and the share of them whose class median is beyond the op bar of the reference's
+    (``off_bar_fraction``). ``steps``: each step's (start, end) per op. A diagnostic: at a graph piece's start
+    the same clean step takes one of two values about 1.1 us apart from step to step (docs/gaps.md)."""
+    members: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        if i > 0:
+            members.setdefault(name, []).append(i)
+    out: dict[str, dict[str, Any]] = {}
+    for name, ops in members.items():
+        if not steps or len(reference_gap_ns) != len(names):
+            break
+        reference = float(statistics.median(reference_gap_ns[i] for i in ops))
+        per_step = []
+        for step in steps:
+            latest = list(itertools.accumulate((end for _, end in step), max))
+            per_step.append(float(statistics.median(step[i][0] - latest[i - 1] for i in ops)))
+        out[name] = {
+            "steps": len(per_step),
+            "cycle_gap_ns_median": float(statistics.median(per_step)),
+            "off_bar_fraction": sum(not within_op_bar(x, reference) for x in per_step) / len(per_step),
+        }
+    return out
+
+
 def _opens_pieces(rows: Sequence[Mapping[str, Any]], members: Sequence[int]) -> bool:
     """Every op of the class opens a graph piece after a host-launched op."""
     return all(i > 0 and rows[i - 1]["host_launched"] and not rows[i]["host_launched"] for i in members)
@@ -1229,6 +1259,7 @@ def op_class_checks(
     head_effect: VariantEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
     piece_effects: Mapping[str, VariantEffect] | None = None,
+    cycle_clean: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
     own, the duration) against CUPTI's.
@@ -1262,6 +1293,10 @@ def op_class_checks(
     variant"), no event inside the piece either way. CUPTI's gap there has two values about 1.1 us apart, which
     one depending on the step's timing (docs/performance.md, session of 2026-12-02 from 07:00 UTC).
 
+    With ``cycle_clean`` (``cycle_clean_gaps``), each class carries CUPTI's value in the cycle's clean steps and the
+    share of them beyond the bar of the reference's (``cupti_cycle_gap_ns_median``, ``cupti_cycle_off_bar_fraction``):
+    it changes no verdict.
+
     With ``start_bias`` (per class, ``start_shifts``' ``bias_ns``), each class carries its bias (``start_bias_ns``):
     what an event after an op does to its start puts into the gap as the pairs read it. It explains a miss; it
     changes no verdict.
@@ -1293,6 +1328,10 @@ def op_class_checks(
         row["gap_verdict"] = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
         if start_bias is not None and start_bias.get(name) is not None:
             row["start_bias_ns"] = start_bias[name]
+        later = (cycle_clean or {}).get(name)
+        if later is not None:
+            row["cupti_cycle_gap_ns_median"] = later["cycle_gap_ns_median"]
+            row["cupti_cycle_off_bar_fraction"] = later["off_bar_fraction"]
         if head_effect is not None and members == [0]:
             effect, effect_noise = head_effect.effect_ns, head_effect.noise_ns
             like, source = events_gap + effect, CUPTI_EFFECT_HEAD_VARIANT
@@ -1356,6 +1395,7 @@ def clean_check(
     head_effect: VariantEffect | None = None,
     start_bias: Mapping[str, float | None] | None = None,
     piece_effects: Mapping[str, VariantEffect] | None = None,
+    cycle_clean: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 
@@ -1403,6 +1443,7 @@ def clean_check(
             head_effect=head_effect,
             start_bias=start_bias,
             piece_effects=piece_effects,
+            cycle_clean=cycle_clean,
         )
     ops_agree = all(o["gap_verdict"] != GAP_DISAGREE for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]

@@ -17,7 +17,7 @@ import functools
 import statistics
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol
 
 from launchprobe.analysis import sampled, timer_pairs
@@ -535,6 +535,7 @@ class VariantKernels:
     names: dict[int, list[str]]  # per variant, one step's kernel names
     kernels: dict[int, list[list[tuple[int, int]]]]  # per variant, per step it ran: (start, end), CUPTI clock
     steps: list[sampled.SampledStep]  # the same steps as the events read them, CUPTI running
+    clean: list[list[tuple[int, int]]] = field(default_factory=list)  # the cycle's clean steps, in run order
 
 
 def variant_kernels(
@@ -559,16 +560,18 @@ def variant_kernels(
         )
     names: dict[int, list[str]] = {}
     kernels: dict[int, list[list[tuple[int, int]]]] = {}
+    clean_steps: list[list[tuple[int, int]]] = []
     for j, v in enumerate(ran):
-        if v < 0:
-            continue
         mine = rows[j * per_step : (j + 1) * per_step]
+        if v < 0:
+            clean_steps.append([(start, end) for _, start, end in mine])
+            continue
         step = [name for name, _, _ in mine]
         if names.setdefault(v, step) != step:
             diff = sampled.first_difference(names[v], step)
             raise sampled.StitchRefused(f"variant {v} launched other kernels when it ran again ({diff})")
         kernels.setdefault(v, []).append([(start, end) for _, start, end in mine])
-    return VariantKernels(names=names, kernels=kernels, steps=read)
+    return VariantKernels(names=names, kernels=kernels, steps=read, clean=clean_steps)
 
 
 def kernel_counts(ops: Sequence[Op]) -> tuple[list[int], list[str]]:
@@ -752,9 +755,14 @@ def kernel_pass(
             seen = checked.seen
             head = sampled.head_cupti_effect(plan, steps, seen.steps) if seen is not None else None
             piece = sampled.piece_cupti_effects(plan, names, steps, seen.steps) if seen is not None else None
+            later = None
+            gaps = ref.op_gap_ns if ref is not None else None
+            if seen is not None and seen.clean and isinstance(counts, tuple) and gaps is not None:
+                grouped = [sampled.group_ops(step, counts[0]) for step in seen.clean]
+                later = sampled.cycle_clean_gaps(names, grouped, gaps)
             result["cupti_check"] = _cupti_check(
                 picture, clean_ns, ref, under, result["host_steady"], captured,
-                head_effect=head, start_bias=start_bias, piece_effects=piece,
+                head_effect=head, start_bias=start_bias, piece_effects=piece, cycle_clean=later,
             )  # fmt: skip
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
@@ -1142,6 +1150,7 @@ def _cupti_check(
     head_effect: sampled.VariantEffect | None = None,
     start_bias: dict[str, float | None] | None = None,
     piece_effects: dict[str, sampled.VariantEffect] | None = None,
+    cycle_clean: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
@@ -1157,6 +1166,7 @@ def _cupti_check(
         head_effect=head_effect,
         start_bias=start_bias,
         piece_effects=piece_effects,
+        cycle_clean=cycle_clean,
     )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "

@@ -649,6 +649,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
             + (f" (CUPTI's gap {moves[o.op] / 1e3:+.2f} us in a second capture)" if o.op in moves else "")
             + (" (ok against it)" if o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES else "")
             + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")
+            + _cycle_clause(o)
             for o in bad[:6]
         )
         like_ok = sum(o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE for o in bad)
@@ -690,6 +691,14 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         )
     lines.append(f"CUPTI cross-check: {'AGREE' if check.agrees else 'DISAGREE'}")
     return lines
+
+
+def _cycle_clause(o: OpCheck) -> str:
+    """Where CUPTI's own clean steps later in the pass put a class elsewhere: beyond the bar in a tenth of them."""
+    share, value = o.cupti_cycle_off_bar_fraction, o.cupti_cycle_gap_ns_median
+    if share is None or value is None or share < 0.1:
+        return ""
+    return f" (CUPTI's gap {value / 1e3:.2f} us in its clean steps later in the pass, {share:.0%} beyond the bar)"
 
 
 def _legacy_kernel_pass_lines(kp: KernelPass) -> list[str]:

@@ -218,6 +218,10 @@ class OpCheck(Record, kw_only=True):
     # host-launched op (o_proj), "piece variant" (the span from that op's end to the piece's end, the same way)
     cupti_effect_source: str | None = None
     cupti_trusted_here: bool | None = None
+    # CUPTI's value for the class in the CUPTI cycle's clean steps, later in the pass, and the share of those steps
+    # beyond the bar of the reference's: a diagnostic (a piece's start takes one of two values from step to step)
+    cupti_cycle_gap_ns_median: float | None = None
+    cupti_cycle_off_bar_fraction: float | None = None
     # CUPTI's value for the class in a second capture of the clean graphs (the capture check), whether that capture
     # moved it beyond the bar, and whether the events' reading is within the bar of it
     cupti_second_capture_gap_ns_median: float | None = None
