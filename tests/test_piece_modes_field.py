@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from launchprobe.analysis import sampled
+
 FIXTURE = Path(__file__).parent / "fixtures" / "field" / "piece_modes_h200.json.gz"
 
 
@@ -85,3 +87,30 @@ def test_in_1b_b8_the_reference_itself_switched_value_within_the_pass() -> None:
     low = reference < split
     assert low[:12].all() and not low[14:].any()  # 12 steps low, then high, with the same graphs
     assert (cycle < split).mean() > 0.6  # later in the same pass, mostly low again
+
+
+@pytest.mark.parametrize("key", [("llama-3.2-1b", 8), ("llama-3.2-1b", 64), ("llama-3-8b", 8)])
+def test_the_pass_reports_the_cycles_clean_steps_beside_the_reference_as_numpy_does(key: tuple[str, int]) -> None:
+    """launchprobe's ``cycle_clean_gaps`` on the recorded gaps (each step laid out as attention then o_proj, per
+    layer) against numpy's share of the cycle's clean steps beyond the bar of the reference's median."""
+    cell = _cells()[key]
+    _, reference, _ = _per_step(cell["reference"])
+    _, cycle, _ = _per_step(cell["cycle_clean"])
+    layers = len(cell["reference"][0][1])
+    names = ["attention", "o_proj"] * layers
+    reference_gaps = [0.0] + [float(np.median([g[k // 2] for _, g in cell["reference"]])) if k % 2 else 500.0
+                              for k in range(1, 2 * layers)]  # fmt: skip
+
+    def laid_out(gaps: list[int]) -> list[tuple[int, int]]:
+        out, at = [], 0
+        for gap in gaps:
+            out += [(at, at + 10_000), (at + 10_000 + gap, at + 15_000 + gap)]
+            at += 15_500 + gap
+        return out
+
+    ours = sampled.cycle_clean_gaps(names, [laid_out(g) for _, g in cell["cycle_clean"]], reference_gaps)["o_proj"]
+    ref_median = float(np.median([reference_gaps[k] for k in range(1, 2 * layers, 2)]))
+    bar = max(1_000.0, 0.15 * ref_median)
+    assert ours["steps"] == len(cycle)
+    assert ours["cycle_gap_ns_median"] == pytest.approx(float(np.median(cycle)))
+    assert ours["off_bar_fraction"] == pytest.approx(float(np.mean(np.abs(cycle - ref_median) > bar)))

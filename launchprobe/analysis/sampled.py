@@ -49,7 +49,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -103,6 +103,9 @@ ONE_PER_STEP_SAMPLES = 64
 # The tail (last op's end to the boundary event) is taken as measured only where it is this many standard errors
 # from zero; otherwise as zero: the boundary event completes when the last op does.
 TAIL_SIGMAS = 3.0
+
+
+T = TypeVar("T")
 
 
 class StitchRefused(Exception):
@@ -191,6 +194,13 @@ def head_op(ops: Sequence[OpTiming]) -> int | None:
     return None
 
 
+def spread_over_steps(items: Sequence[T], per_step: int) -> list[list[T]]:
+    """``items`` dealt into as few groups of at most ``per_step`` as hold them, each group's items spread over the
+    step (every k-th), for variants that may carry only a few of them a step."""
+    count = -(-len(items) // per_step)
+    return [list(items[v::count]) for v in range(count)]
+
+
 def piece_boundaries(ops: Sequence[OpTiming]) -> list[tuple[int, int]]:
     """Each graph piece that a host-launched op precedes (piecewise: attention, then o_proj .. the next layer's
     rotary), as (that op, the piece's last op): a piece variant times both ends by host events, the second right
@@ -246,9 +256,8 @@ def pair_plan(
             sorted({j + d for j in anchors for d in (0, reach - 1)}),
         ]
         roles += ["far", "near"]
-    count = -(-len(pieces) // PIECES_PER_STEP)
-    for v in range(count):
-        variants.append(sorted(i for a, b in pieces[v::count] for i in (a, b)))
+    for group in spread_over_steps(pieces, PIECES_PER_STEP):
+        variants.append(sorted(i for a, b in group for i in (a, b)))
         roles.append("piece")
     return Plan(n_ops, m, variants, roles, reach)
 
@@ -1011,8 +1020,9 @@ def piece_cupti_effects(
     without CUPTI, averaged (the boundaries of one step move together); the effect is the median of that while
     CUPTI ran less without it, its noise from the steps' spread on both sides, as the head variant's. Nothing but
     CUPTI differs between the two readings; what CUPTI does inside the piece is in it too, which the timers bound:
-    they read every in-piece class within the op bar of CUPTI's (docs/performance.md, 2026-12-02). On the H200:
-    +1.30 to +1.70 us where the host kept its lead. Empty without piece variants or their steps on both sides."""
+    they read every in-piece class within the op bar of CUPTI's (docs/performance.md, 2026-12-02). On the H200,
+    in a first form (pooled over the pieces, 07:45 UTC): +1.30 to +1.70 us where the host kept its lead. Empty
+    without piece variants or their steps on both sides."""
     pieces = set(plan.piece_variants)
 
     def spans(step: SampledStep) -> list[tuple[tuple[int, int], int]]:
@@ -1217,23 +1227,24 @@ def cycle_clean_gaps(
     (``cycle_gap_ns_median``), and the share of them whose class median is beyond the op bar of the reference's
     (``off_bar_fraction``). ``steps``: each step's (start, end) per op. A diagnostic: at a graph piece's start
     the same clean step takes one of two values about 1.1 us apart from step to step (docs/gaps.md)."""
+    if not steps or len(reference_gap_ns) != len(names):
+        return {}
     members: dict[str, list[int]] = {}
     for i, name in enumerate(names):
         if i > 0:
             members.setdefault(name, []).append(i)
+    per_step: dict[str, list[float]] = {name: [] for name in members}
+    for step in steps:
+        latest = list(itertools.accumulate((end for _, end in step), max))
+        for name, ops in members.items():
+            per_step[name].append(float(statistics.median(step[i][0] - latest[i - 1] for i in ops)))
     out: dict[str, dict[str, Any]] = {}
-    for name, ops in members.items():
-        if not steps or len(reference_gap_ns) != len(names):
-            break
-        reference = float(statistics.median(reference_gap_ns[i] for i in ops))
-        per_step = []
-        for step in steps:
-            latest = list(itertools.accumulate((end for _, end in step), max))
-            per_step.append(float(statistics.median(step[i][0] - latest[i - 1] for i in ops)))
+    for name, values in per_step.items():
+        reference = float(statistics.median(reference_gap_ns[i] for i in members[name]))
         out[name] = {
-            "steps": len(per_step),
-            "cycle_gap_ns_median": float(statistics.median(per_step)),
-            "off_bar_fraction": sum(not within_op_bar(x, reference) for x in per_step) / len(per_step),
+            "steps": len(values),
+            "cycle_gap_ns_median": float(statistics.median(values)),
+            "off_bar_fraction": sum(not within_op_bar(x, reference) for x in values) / len(values),
         }
     return out
 

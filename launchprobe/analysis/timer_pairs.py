@@ -35,6 +35,7 @@ from launchprobe.analysis.sampled import (
     StitchRefused,
     first_difference,
     group_ops,
+    spread_over_steps,
     within_op_bar,
 )
 from launchprobe.run.schema import GAP_AGREE, GAP_AGREE_LIKE_FOR_LIKE, GAP_DISAGREE
@@ -59,8 +60,7 @@ def pair_targets(graphed: Sequence[bool], spacing: int = PAIR_SPACING, *, after_
     variants = [[i for i in targets if i % spacing == v] for v in range(spacing)]
     if after_pieces:
         hosted = [i for i in range(1, len(graphed)) if not graphed[i] and graphed[i - 1]]
-        stride = -(-len(hosted) // HOST_TIMERS_PER_STEP)
-        variants += [hosted[v::stride] for v in range(stride)]
+        variants += spread_over_steps(hosted, HOST_TIMERS_PER_STEP)
     return [v for v in variants if v]
 
 
