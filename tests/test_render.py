@@ -245,7 +245,9 @@ def test_kernel_pass_sections() -> None:
     assert "one-per-step ops (no layers to average over): their 7 variants ran 65 steps each" in rounds
     assert "measured at 0.21 +/- 0.38 us: within its noise of zero, taken as 0" in rounds
     full_pass_.tail_ns = full_pass_.tail_measured_ns = 5_000
-    assert "measured at 5.00 +/- 0.38 us: kept: it stands out of its noise" in plain_output(run, width=300)
+    kept = plain_output(run, width=300)
+    assert "measured at 5.00 +/- 0.38 us: kept: it stands out of its noise, and closes the stitched step" in kept
+    assert "not op 0's gap" in kept
     assert "event lags" not in rounds  # files without the diagnostic
     full_pass_.event_lags = [
         EventLag(kinds="node-host", pairs=120, lag_ns_median=1_200.0, lag_noise_ns=150.0),

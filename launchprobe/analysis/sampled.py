@@ -21,7 +21,9 @@ measurements that share their first event:
   n - 1's end to the next boundary) is that gap less the head, kept only where it stands out of its noise
   (``TAIL_SIGMAS``; both differences span the last op, whose duration noise enters twice), else 0: the boundary
   event completes when the last op does. (A step of r ops or fewer has no room for the pair: its tail comes from a
-  solo variant of op n - 1 and the event-free "plain" variant's length.)
+  solo variant of op n - 1 and the event-free "plain" variant's length.) A kept tail closes the stitched step and
+  its gap total; op 0's gap is the head alone: on the H200 the measured tail did not follow what the head missed of
+  CUPTI's gap between steps, and adding it took op 0's gap further from CUPTI's (tests/test_tail_field.py).
 - where the step starts with a captured graph piece whose last op is h, followed by a host-launched op
   (piecewise), a "head" variant times op h's end alone, by a host event recorded right after the piece's replay,
   and always runs right after the plain variant, so that the step before it and its own first piece are the clean
@@ -100,8 +102,8 @@ PIECES_PER_STEP = 2
 # this many steps: lm_head's duration varies by 1-2.6 us from step to step (sd, CUPTI, H200), and its gap is a
 # difference of medians that carry that noise, with no other layers to average it over (docs/performance.md).
 ONE_PER_STEP_SAMPLES = 64
-# The tail (last op's end to the boundary event) is taken as measured only where it is this many standard errors
-# from zero; otherwise as zero: the boundary event completes when the last op does.
+# The tail (last op's end to the boundary event) closes the stitched step as measured only where it stands this
+# many standard errors from zero; otherwise as zero: the boundary event completes when the last op does.
 TAIL_SIGMAS = 3.0
 
 
@@ -565,12 +567,14 @@ class Stitched:
     step_ns: int  # the stitched step: head + ops and gaps + tail
     busy_ns: int  # union of the stitched op intervals
     idle_ns: int  # step_ns - busy_ns
-    gap_total_ns: int  # the gaps summed at their signed values (op 0's: head + tail): step_ns less the durations
+    gap_total_ns: int  # step_ns less the durations: the gaps summed at their signed values, and a kept tail
     sampled_steps: int
     instrumented_step_ns: float  # median over the sampled steps, boundary to boundary
     variant_step_ns: dict[int, float]  # median per variant
     position_noise_ns: float  # median IQR across steps of each measured end (solo, dense) and local difference
-    tail_ns: int = 0  # last op's end to the boundary: as measured, or 0 where that is within its noise (TAIL_SIGMAS)
+    # sampled: the wrap pair's closure of the step where it stands out of its noise (TAIL_SIGMAS), else 0; in the
+    # step and the gap total, not in op 0's gap. Dense: the last op's end to the boundary, in op 0's gap
+    tail_ns: int = 0
     tail_measured_ns: int | None = None  # what the wrap pair (or the plain step) measured it at; None: dense
     tail_noise_ns: float = 0.0  # its standard error
 
@@ -727,8 +731,9 @@ def stitch(
     if tail_measured is not None:  # sampled: measured against the last op's shifted end, kept out of its noise
         tail_measured -= shifts[n - 1]
         tail = tail_measured if abs(tail_measured) > TAIL_SIGMAS * tail_noise else 0
-        noise[0] = tail_noise if tail else head_noise
-    gaps[0] = head + tail
+        gaps[0], noise[0] = head, head_noise  # a kept tail closes the step, it is no part of op 0's gap (below)
+    else:  # dense: the tail is an interval of the same step, the last op's end to its boundary
+        gaps[0] = head + tail
     rows: list[dict[str, Any]] = []
     cursor = head
     for i, op in enumerate(ops):
@@ -758,7 +763,7 @@ def stitch(
         step_ns=step_ns,
         busy_ns=busy,
         idle_ns=step_ns - busy,
-        gap_total_ns=sum(gaps),
+        gap_total_ns=step_ns - sum(durations),
         sampled_steps=len(steps),
         instrumented_step_ns=float(statistics.median(all_lengths)),
         variant_step_ns={v: float(statistics.median(x)) for v, x in sorted(lengths.items())},

@@ -518,9 +518,10 @@ def _one_per_step_lines(kp: KernelPass) -> list[str]:
     if kp.tail_measured_ns is not None and kp.tail_noise_ns is not None:
         measured = f"{v.sig(kp.tail_measured_ns, 1e-3)} +/- {v.sig(kp.tail_noise_ns, 1e-3)} us"
         lines.append(
-            f"gap between steps: the head plus the tail (last op's end to the boundary), measured at {measured}: "
+            f"gap between steps: the head; the tail (last op's end to the boundary), measured at {measured}: "
             + (
-                "kept: it stands out of its noise (docs/gaps.md)"
+                "kept: it stands out of its noise, and closes the stitched step and gap total, not op 0's gap "
+                "(docs/gaps.md)"
                 if kp.tail_ns
                 else "within its noise of zero, taken as 0 (the boundary event completes as the last op does)"
             )
