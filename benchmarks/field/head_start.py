@@ -2,7 +2,7 @@
 streams of ``capture_sampled_raw.py`` (OUTDIR/raw.json.gz): what CUPTI does to the step's start as the head variant
 reads it (``sampled.head_cupti_effect``: its first piece's end under CUPTI less without), where the events under
 CUPTI put that end against CUPTI's own in its clean steps (from the step before's last kernel end), and the head the
-pass stitched against CUPTI's gap into the step, alone and with the effect added (its tail taken out).
+pass stitched against CUPTI's gap into the step, alone and with the effect added (op 0's row: no tail in it).
 docs/performance.md has what it printed:
 
     python3 benchmarks/field/head_start.py OUTDIR [OUTDIR ...]
@@ -64,7 +64,7 @@ def main() -> None:
             ops = [OpTiming(n, la, h) for n, la, h in zip(record["names"], record["layers"], record["host_launched"])]
             clean_ns = record["result"]["clean_step_ms"] * 1e6  # the clean picture as the pass stitched it
             picture = sampled.stitch(ops, clean, plan, record["durations"], clean_ns, record["stitch_args"][1])
-            miss = picture.rows[0]["gap_before_ns"] - picture.tail_ns - cupti_gap
+            miss = picture.rows[0]["gap_before_ns"] - cupti_gap  # op 0's row: the head alone (a kept tail apart)
             print(
                 f"| {Path(arg).name} | {len(ops)} | {record['bucket']} | {effect.effect_ns / 1e3:+.2f} +/- "
                 f"{effect.noise_ns / 1e3:.2f} | {(under_end - cupti_end) / 1e3:+.2f} | {miss / 1e3:+.2f} | "
