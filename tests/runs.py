@@ -161,7 +161,7 @@ def kernel_pass(mode: str, layers: int = 32) -> KernelPass:
         eager_op = mode == "eager" or (mode == "piecewise" and op in ("kv_write", "attention"))
         host_us += 29.0 if eager_op else 1.0  # torch dispatch + launch per eager op, clean
         start = max(gpu_us, host_us + 3.0)
-        gap = start - gpu_us if index else start + 5.0  # op 0: head plus the previous step's tail
+        gap = start - gpu_us if index else start + 5.0  # op 0: the head, from the boundary to its start
         layer = -1 if op in ("embed", "final_norm", "lm_head") else (index - 1) // len(LAYER_OPS)
         kernels.append(
             KernelRow(

@@ -520,8 +520,8 @@ def _one_per_step_lines(kp: KernelPass) -> list[str]:
         lines.append(
             f"gap between steps: the head; the tail (last op's end to the boundary), measured at {measured}: "
             + (
-                "kept: it stands out of its noise, and closes the stitched step and gap total, not op 0's gap "
-                "(docs/gaps.md)"
+                "kept: it stands out of its noise; it closes the stitched step and the check's gap total, and "
+                "from 2026-12-02 is no part of op 0's gap nor of the gaps' total (docs/gaps.md)"
                 if kp.tail_ns
                 else "within its noise of zero, taken as 0 (the boundary event completes as the last op does)"
             )
