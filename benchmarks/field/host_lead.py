@@ -52,15 +52,15 @@ def bounded(run: Callable[[], Any], steps: int, lead: int) -> tuple[list[float],
 
 def per_step(rows: list[tuple[str, int, int]], counts: list[int], o_proj: list[int], steps: int) -> list[list[int]]:
     """Per step: the idle before it and the gap before each o_proj, ns, from CUPTI's kernels grouped by op."""
+    from launchprobe.analysis.sampled import group_ops
+
     per = sum(counts)
     if len(rows) != per * steps:
         raise SystemExit(f"CUPTI saw {len(rows)} kernels, expected {per} x {steps}")
-    bounds = [sum(counts[:i]) for i in range(len(counts) + 1)]
     out, last_end = [], None
     for s in range(steps):
-        chunk = rows[s * per : (s + 1) * per]
-        starts = [min(k[1] for k in chunk[a:b]) for a, b in zip(bounds, bounds[1:])]
-        ends = [max(k[2] for k in chunk[a:b]) for a, b in zip(bounds, bounds[1:])]
+        spans = group_ops([(start, end) for _, start, end in rows[s * per : (s + 1) * per]], counts)
+        starts, ends = [a for a, _ in spans], [b for _, b in spans]
         idle = starts[0] - last_end if last_end is not None else -1
         out.append([idle, *[starts[i] - max(ends[:i]) for i in o_proj]])
         last_end = ends[-1]

@@ -1301,13 +1301,14 @@ def op_class_checks(
     ``CUPTI_EFFECT_SIGMAS`` of its noise it moves the class at any size: on the H200 +0.67 to +0.96 us at 7-14
     standard errors, against a bar of 1 us, where the plain check missed by 1.00-1.25 us (docs/performance.md,
     session of 2026-12-02 from 06:05 UTC). Either reading that agrees stands, as for the other classes: the gap
-    into a graph piece has two values about 1.1 us apart, which one depending on the step's timing, so CUPTI's
-    effect in the variant's steps need not be its effect in the reference's.
+    into a graph piece has two values about 1.1 us apart, which one set per process and, within one, by whether the
+    step follows a sync, so CUPTI's effect in the variant's steps need not be its effect in the reference's.
 
     With ``piece_effects`` (piecewise: ``piece_cupti_effects``), the same for a class whose every op opens a graph
     piece after a host-launched op (o_proj): its effect from the piece variants (``cupti_effect_source`` "piece
     variant"), no event inside the piece either way. CUPTI's gap there has two values about 1.1 us apart, which
-    one depending on the step's timing (docs/performance.md, session of 2026-12-02 from 07:00 UTC).
+    one set per process and by whether the step follows a sync (docs/performance.md, 2026-12-02 from 07:00 and
+    09:06 UTC).
 
     With ``cycle_clean`` (``cycle_clean_gaps``), each class carries CUPTI's value in the cycle's clean steps and the
     share of them beyond the bar of the reference's (``cupti_cycle_gap_ns_median``, ``cupti_cycle_off_bar_fraction``):
