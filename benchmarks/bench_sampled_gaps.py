@@ -326,6 +326,14 @@ def timer_summary(kp: Any) -> dict[str, Any]:
         "timer_excess_us": (timers.mean_excess_ns or 0.0) / 1e3,
         "timer_overhead": timers.overhead_fraction,
         "timer_misses": [f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}" for c in checked if c not in agree],
+        # CUPTI's effect on each class by the same pairs read under CUPTI, where beyond its noise (us): effect, noise,
+        # the timers' gap plus it less CUPTI's
+        "timer_cupti_effects": [
+            f"{c.op} {(c.cupti_effect_ns or 0.0) / 1e3:+.2f}+/-{(c.cupti_effect_noise_ns or 0.0) / 1e3:.2f}"
+            f" ({(c.gap_under_cupti_diff_ns or 0.0) / 1e3:+.2f})"
+            for c in checked
+            if c.cupti_effect_source == "timers under CUPTI" and c.gap_under_cupti_diff_ns is not None
+        ],
         "with_events_ops_agree": timers.with_events_ops_agree,
         "with_events_misses": [f"{o.op} {o.gap_diff_ns / 1e3:+.2f}" for o in events if o.gap_verdict == "disagree"],
     }
@@ -466,6 +474,7 @@ def table(cells: list[dict[str, Any]]) -> str:
         + (" (CUPTI not trusted)" if c.get("timer_ops_agree") is None else "")
         + f", excess {c['timer_excess_us']:+.2f} us, steps {pct(c.get('timer_overhead'))}"
         + (f" [{', '.join(c['timer_misses'])}]" if c.get("timer_misses") else "")
+        + (f"; CUPTI moves {', '.join(c['timer_cupti_effects'])}" if c.get("timer_cupti_effects") else "")
         + (
             f"; host-launched, timers/events: {', '.join(c['host_classes_timers_events'])}"
             if c.get("host_classes_timers_events")

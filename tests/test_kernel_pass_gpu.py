@@ -205,11 +205,17 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
             # the durations taken off the pairs are CUPTI's in the timer steps, each class's shift from clean beside
             assert "of the timer steps" in (timers.durations_source or ""), timers.durations_source
             assert all(c.duration_shift_ns is not None and abs(c.duration_shift_ns) < 20_000 for c in classes)
+            # the same pairs read under CUPTI too: CUPTI's effect on each class, by the timers themselves
+            assert all(c.cupti_effect_source == "timers under CUPTI" for c in classes)
+            assert all(c.cupti_effect_noise_ns is not None and abs(c.cupti_effect_ns or 0.0) < 20_000 for c in classes)
             # each class judged as the events' are; every class by the timers where they read it, else the events
             assert all(c.gap_verdict in ("agree", "agree like for like", "disagree") for c in classes)
             taken = set(timers.classes_from_events or [])
-            assert rows[0].op in taken and taken | {c.op for c in classes} == {o.op for o in check.ops}
-            assert not taken & {c.op for c in classes}
+            if check.ops:  # CUPTI trusted: the events' op check stands beside the timers'
+                assert rows[0].op in taken and taken | {c.op for c in classes} == {o.op for o in check.ops}
+                assert not taken & {c.op for c in classes}
+            else:  # CUPTI's step off clean or the host moving (a toy model's step is short): no every-class verdict
+                assert not check.cupti_trusted and not taken and timers.with_events_ops_agree is None
 
 
 @pytest.mark.parametrize("mode", ["eager", "full"])

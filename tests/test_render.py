@@ -320,6 +320,11 @@ def test_kernel_pass_sections() -> None:
     full_pass_.timer_pairs.with_events_ops_agree = False
     shown = plain_output(run, width=800)
     assert "0 of 1 op classes within 1 us or 15% of CUPTI's clean gap, 1 more like for like (CUPTI moves them)" in shown
+    assert "CUPTI moves the pairs of" not in shown  # no effect of the timers' own
+    classes[0].cupti_effect_ns, classes[0].cupti_effect_noise_ns = 1_300.0, 200.0
+    classes[0].cupti_effect_source, classes[0].gap_under_cupti_diff_ns = "timers under CUPTI", -200.0
+    moved = plain_output(run, width=800)
+    assert "CUPTI moves the pairs of silu_mul +1.30 +/- 0.20 us (the same pairs read under CUPTI)" in moved
     silu_rows = [line for line in shown.splitlines() if line.strip().startswith("silu_mul")]
     assert any(row.rstrip().endswith("ok like for like") for row in silu_rows), silu_rows  # the op table's column
     assert (

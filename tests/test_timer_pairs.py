@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from launchprobe.analysis import timer_pairs
@@ -166,6 +169,40 @@ def test_judge_takes_cuptis_effect_where_the_events_found_cupti_moves_the_class(
         timer_pairs.judge([_timer_class("x", 0.0, 0.0) | {"cupti_gap_ns_median": None}], [])[0].get("gap_verdict")
         is None
     )
+
+
+def test_span_effects_are_the_pairs_under_cupti_less_without_per_class() -> None:
+    names = ["x", "p", "lm"] * 2
+    clean = {1: [1_000.0, 1_100.0, 900.0], 4: [1_000.0] * 3, 2: [120_000.0, 121_000.0, 119_000.0]}
+    under = {1: [1_200.0, 1_300.0, 1_100.0], 4: [1_400.0] * 3, 2: [121_500.0, 122_500.0, 120_500.0], 5: [9.0]}
+    effects = timer_pairs.span_effects(names, clean, under)
+    assert set(effects) == {"p", "lm"}  # op 5 has no clean reading: no effect for it
+    assert effects["p"].effect_ns == pytest.approx(300.0)  # the median of +200 and +400
+    assert effects["lm"].effect_ns == pytest.approx(1_500.0)
+    one = 1.2533 * statistics.pstdev(clean[2]) / math.sqrt(3)  # each median's error, combined
+    assert effects["lm"].noise_ns == pytest.approx(math.hypot(one, one))
+    op_1 = math.hypot(*[1.2533 * statistics.pstdev(r[1]) / math.sqrt(3) for r in (clean, under)])
+    assert effects["p"].noise_ns == pytest.approx(math.sqrt(op_1**2 / 2) / math.sqrt(2))  # op 4's is 0; two ops
+
+
+def test_judge_takes_the_timers_own_cupti_effect_before_the_events() -> None:
+    classes = [_timer_class("lm_head", -800.0, 1_400.0), _timer_class("o_proj", 3_000.0, 1_400.0)]
+    events = [{"op": "lm_head", "cupti_trusted_here": False, "cupti_effect_ns": 2_500.0, "gap_verdict": "agree"}]
+    own = {"lm_head": timer_pairs.SpanEffect(1_300.0, 200.0), "o_proj": timer_pairs.SpanEffect(900.0, 600.0)}
+    lm_head, o_proj = timer_pairs.judge(classes, events, own)
+    # -0.8 us plain, 2.2 off; with the timers' own +1.3 (6 sigma) 0.5 us: like for like. The events' +2.5 unused
+    assert lm_head["gap_verdict"] == "agree like for like" and lm_head["cupti_effect_ns"] == 1_300.0
+    assert lm_head["cupti_effect_source"] == timer_pairs.CUPTI_EFFECT_TIMERS
+    assert lm_head["gap_under_cupti_diff_ns"] == pytest.approx(-900.0) and lm_head["cupti_effect_noise_ns"] == 200.0
+    # an effect within 2 of its noise moves nothing: o_proj's 1.6 us miss stands, its effect reported
+    assert o_proj["gap_verdict"] == "disagree" and o_proj["cupti_effect_ns"] == 900.0
+    assert "gap_under_cupti_diff_ns" not in o_proj
+    # the timers' own effect can fail the class too: +5 us takes -0.8 to 4.2 us, 2.8 off CUPTI's 1.4
+    far = timer_pairs.judge(classes[:1], events, {"lm_head": timer_pairs.SpanEffect(5_000.0, 100.0)})[0]
+    assert far["gap_verdict"] == "disagree" and far["gap_under_cupti_diff_ns"] == pytest.approx(2_800.0)
+    # a class the timers did not read under CUPTI keeps the events' effect
+    kept = timer_pairs.judge(classes[:1], events, {})[0]
+    assert kept["cupti_effect_source"] == timer_pairs.CUPTI_EFFECT_EVENTS and kept["cupti_effect_ns"] == 2_500.0
 
 
 def test_with_events_judges_every_class_by_the_better_reading() -> None:

@@ -7,12 +7,12 @@ runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per co
 every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed in
 the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``, ``cupti_clean_in_cycles``) and
 for the timer pairs (``timer_steps``, ``timer_clean_in_cycles``; ``timer_durations``: each target op's duration in
-the timer steps under CUPTI), CUPTI's clean steps (kernel names of the first, [start, end] of every kernel, step
-times), the same for the capture check's second capture of the clean graphs (``cupti_second``, graph modes) and what
-the pass reported. OUTDIR/cycle_MODE.json.gz holds, per pass of that mode, [bucket, ops, steps]: every step of the
-CUPTI cycle in run order (clean ones as negative variants), each as [variant, its first kernel's start from the
-cycle's first, [op start, op end, ...] from its own first start] in CUPTI's ns. On the GPU machine, from the project
-root:
+the timer steps under CUPTI; ``timer_cupti_steps``: those steps' timer readings), CUPTI's clean steps (kernel
+names of the first, [start, end] of every kernel, step times), the same for the capture check's second capture of
+the clean graphs (``cupti_second``, graph modes) and what the pass reported. OUTDIR/cycle_MODE.json.gz holds, per
+pass of that mode, [bucket, ops, steps]: every step of the CUPTI cycle in run order (clean ones as negative
+variants), each as [variant, its first kernel's start from the cycle's first, [op start, op end, ...] from its own
+first start] in CUPTI's ns. On the GPU machine, from the project root:
 
     source .gpu/setup.sh; python3 benchmarks/field/capture_sampled_raw.py $OUT --out $OUT/sampled.json [bench args]
 """
@@ -69,7 +69,7 @@ def main() -> None:
         timers = bool(args) and isinstance(args[0], kp.TimerVariants)
         if kwargs.get("ran") is not None:  # a CUPTI cycle: its run order, clean steps as negative variants
             current["timer_cupti_ran" if timers else "cupti_ran"] = list(kwargs["ran"])
-            if timers:  # the timer steps under CUPTI, for the durations only (``timer_durations``)
+            if timers:  # the timer steps under CUPTI (``timer_durations``, ``timer_cupti_steps``)
                 return steps, clean_ns
         rows = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
         if timers:  # the timer pairs' steps: timer readings, GPU clock
@@ -81,9 +81,11 @@ def main() -> None:
         return steps, clean_ns
 
     def timer_step_durations(*args: Any, **kwargs: Any) -> Any:
-        durations = originals["timer_step_durations"](*args, **kwargs)
-        current["timer_durations"] = sorted(durations.items())  # per target op, in the timer steps under CUPTI
-        return durations
+        seen = originals["timer_step_durations"](*args, **kwargs)
+        current["timer_durations"] = sorted(seen.durations.items())  # per target op, in the timer steps under CUPTI
+        # the same steps' timer readings, GPU clock, as ``timer_steps``
+        current["timer_cupti_steps"] = [[s.variant, s.step_ns, sorted(s.ends.items())] for s in seen.steps]
+        return seen
 
     def clean_reference(clean: Any) -> Any:
         reference = originals["clean_reference"](clean)

@@ -24,6 +24,7 @@ Pure functions over the steps the measurement layer ran (``measure.kernel_pass``
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launchprobe.analysis.sampled import (
+    CUPTI_EFFECT_SIGMAS,
     SampledStep,
     StitchRefused,
     first_difference,
@@ -45,6 +47,8 @@ PAIR_STEPS = 48  # steps of each timer-pair variant
 SOLO_ROUNDS = 3  # more rounds of the variants that time a one-per-step op: four times the steps in all
 CUPTI_ROUNDS = 16  # steps of each timer-pair variant under CUPTI, for the ops' durations in the timer steps
 HOST_TIMERS_PER_STEP = 2  # host-launched timers in one step (pair_targets, after_pieces)
+CUPTI_EFFECT_TIMERS = "timers under CUPTI"  # a class's CUPTI effect: the same pairs read under CUPTI
+CUPTI_EFFECT_EVENTS = "events' op check"  # or the events', for a class the timers did not read under CUPTI
 TIMER_KERNEL = "_timer_kernel"  # the timer kernel's name as CUPTI gives it (kernels.triton.timer)
 
 
@@ -192,24 +196,75 @@ def class_checks(
     return out
 
 
-def judge(classes: Sequence[dict[str, Any]], event_ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SpanEffect:
+    effect_ns: float  # the pairs' median under CUPTI less without it (CUPTI's effect on the gap and the op's duration)
+    noise_ns: float  # its standard error
+
+
+def span_effects(
+    names: Sequence[str], clean: Mapping[int, Sequence[float]], under_cupti: Mapping[int, Sequence[float]]
+) -> dict[str, SpanEffect]:
+    """Per op class, what CUPTI does to the timer pairs' differences (``pair_readings``), read by the same timers in
+    the timer steps run under CUPTI (``under_cupti``) and without it (``clean``): per op the median under CUPTI less
+    without, the class's median of those. A pair spans the gap and the op, so this is CUPTI's effect on both: where
+    CUPTI lengthens the op itself (a memset and a GEMM in one cuBLAS call, the gap between them lengthened), its
+    duration taken off a clean pair reads the gap short by as much, and only this effect shows it. Noise: each
+    median's standard error (1.2533 sd / sqrt(n)), combined, and for a class of k ops divided by sqrt(k)."""
+    per_op: dict[str, list[tuple[float, float]]] = {}
+    for i, seen in under_cupti.items():
+        plain = clean.get(i)
+        if not plain or not seen:
+            continue
+        effect = float(statistics.median(seen)) - float(statistics.median(plain))
+        per_op.setdefault(names[i], []).append((effect, math.hypot(_median_error(seen), _median_error(plain))))
+    out = {}
+    for name, rows in per_op.items():
+        spread = math.sqrt(sum(noise**2 for _, noise in rows) / len(rows))
+        out[name] = SpanEffect(float(statistics.median(e for e, _ in rows)), spread / math.sqrt(len(rows)))
+    return out
+
+
+def _median_error(values: Sequence[float]) -> float:
+    return 1.2533 * statistics.pstdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+
+
+def judge(
+    classes: Sequence[dict[str, Any]],
+    event_ops: Sequence[Mapping[str, Any]],
+    own_effects: Mapping[str, SpanEffect] | None = None,
+) -> list[dict[str, Any]]:
     """Each class with CUPTI's gap beside it gets a ``gap_verdict``, as the events' op check gives its own: "agree"
-    within the op bar; where the events' check found that CUPTI moves the class (``cupti_trusted_here`` false:
-    CUPTI's value is not the class's clean gap), "agree like for like" when the
-    timers' gap plus CUPTI's effect on it (the events' ``cupti_effect_ns``) is within the bar; else "disagree"."""
+    within the op bar; where CUPTI moves the class, "agree like for like" when the timers' gap plus CUPTI's effect
+    on it is within the bar; else "disagree".
+
+    CUPTI's effect: the timers' own (``own_effects``, ``span_effects``: the same pairs read under CUPTI), which moves
+    the class where it is beyond ``CUPTI_EFFECT_SIGMAS`` of its noise, as the head and piece variants' effects do
+    (CUPTI's effect on the same steps, not on another instrument's); else, for a class the timers did not read
+    under CUPTI, the events' (``cupti_trusted_here`` false, their ``cupti_effect_ns``)."""
     moved = {
         o["op"]: o for o in event_ops if o.get("cupti_trusted_here") is False and o.get("cupti_effect_ns") is not None
     }
+    own = own_effects or {}
     out = []
     for row in classes:
         row = dict(row)
         if row.get("cupti_gap_ns_median") is not None:
             cupti = float(row["cupti_gap_ns_median"])
             verdict = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
-            other = moved.get(row["op"])
-            if other is not None:
-                like = float(row["gap_ns_median"]) + float(other["cupti_effect_ns"])
-                row.update(cupti_effect_ns=float(other["cupti_effect_ns"]), gap_under_cupti_diff_ns=like - cupti)
+            effect: float | None = None
+            mine = own.get(row["op"])
+            if mine is not None:
+                row.update(cupti_effect_noise_ns=mine.noise_ns, cupti_effect_source=CUPTI_EFFECT_TIMERS)
+                if abs(mine.effect_ns) > CUPTI_EFFECT_SIGMAS * mine.noise_ns:
+                    effect = mine.effect_ns
+                row["cupti_effect_ns"] = mine.effect_ns
+            elif row["op"] in moved:
+                effect = float(moved[row["op"]]["cupti_effect_ns"])
+                row.update(cupti_effect_ns=effect, cupti_effect_source=CUPTI_EFFECT_EVENTS)
+            if effect is not None:
+                like = float(row["gap_ns_median"]) + effect
+                row["gap_under_cupti_diff_ns"] = like - cupti
                 if verdict == GAP_DISAGREE and within_op_bar(like, cupti):
                     verdict = GAP_AGREE_LIKE_FOR_LIKE
             row["gap_verdict"] = verdict

@@ -318,14 +318,11 @@ class TimerVariants:
             _marked_runner(clean, ops, set(marks), functools.partial(_then_time, buffer=buffer, pdl=pdl), pool, markers)
             for marks, buffer in zip(self.marks, self.buffers)
         ]
-        self.reading = True  # False: ``read`` copies nothing (under CUPTI, where only the kernels count)
 
     def __len__(self) -> int:
         return len(self.runners)
 
     def read(self, variant: int, boundary: Any) -> dict[int, int]:
-        if not self.reading:
-            return {}
         values = self.buffers[variant].tolist()
         return {i: int(values[i]) for i in self.marks[variant]}
 
@@ -812,9 +809,11 @@ def _timer_pairs(
     solo = timer_pairs.solo_variants(names, targets)
     steps, references = run_cycles(variants, clean, timer_pairs.PAIR_STEPS, extra=solo, rounds=timer_pairs.SOLO_ROUNDS)
     in_timer_steps, source = None, "CUPTI's, of clean steps: CUPTI not used"
+    under_cupti: list[sampled.SampledStep] = []
     if counts is not None and clean_names is not None:
         try:
-            in_timer_steps = _timer_step_durations(variants, clean, targets, solo, counts, clean_names)
+            seen = _timer_step_durations(variants, clean, targets, solo, counts, clean_names)
+            in_timer_steps, under_cupti = seen.durations, seen.steps
             source = f"CUPTI's, of the timer steps ({timer_pairs.CUPTI_ROUNDS} of each variant)"
         except sampled.StitchRefused as error:
             source = f"CUPTI's, of clean steps: {error}"
@@ -823,13 +822,16 @@ def _timer_pairs(
     overheads = sampled.local_overheads(steps, clean_ns)
     behind = timer_pairs.host_behind(targets, after_pieces, overheads.per_variant, sampled.OVERHEAD_BUDGET)
     readings = {i: r for i, r in timer_pairs.pair_readings(steps, targets).items() if i not in behind}
+    readings_under_cupti = {i: r for i, r in timer_pairs.pair_readings(under_cupti, targets).items() if i not in behind}
     taken_off = in_timer_steps if in_timer_steps is not None else durations_ns
     split = timer_pairs.split(
         timer_pairs.pair_gaps(readings, taken_off), [row["gap_before_ns"] for row in picture.rows]
     )
     shifts = {i: d - durations_ns[i] for i, d in in_timer_steps.items()} if in_timer_steps is not None else None
     classes = timer_pairs.judge(
-        timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts), event_ops
+        timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts),
+        event_ops,
+        timer_pairs.span_effects(names, readings, readings_under_cupti),
     )
     both = timer_pairs.with_events(classes, event_ops)
     verdicts = [c["gap_verdict"] != GAP_DISAGREE for c in classes if "gap_verdict" in c]
@@ -856,6 +858,12 @@ def _timer_pairs(
     }
 
 
+@dataclass
+class TimerStepsUnderCupti:
+    durations: dict[int, float]  # per target op, its median duration in its variant's steps, as CUPTI saw them
+    steps: list[sampled.SampledStep]  # the same steps' timer readings (GPU clock), for CUPTI's effect on the pairs
+
+
 def _timer_step_durations(
     variants: TimerVariants,
     clean: StepRunner,
@@ -863,26 +871,21 @@ def _timer_step_durations(
     solo: Sequence[int],
     counts: Sequence[int],
     clean_names: Sequence[str],
-) -> dict[int, float]:
+) -> TimerStepsUnderCupti:
     """The timer variants under CUPTI as the pass ran them (``run_cycles``, ``CUPTI_ROUNDS`` cycles, the solo
-    variants' extra rounds; already warm), nothing read back: per target op, its median duration in its variant's
-    steps."""
+    variants' extra rounds; already warm): per target op, its median duration in its variant's steps, and the
+    timers' readings of those steps. The readings are copied back after each cycle's sync, outside its steps; their
+    copies (CUPTI's memcpy rows) are set aside."""
     ran: list[int] = []
-    variants.reading = False
-    try:
-        rows = cuda_intervals(
-            lambda: run_cycles(
-                variants,
-                clean,
-                timer_pairs.CUPTI_ROUNDS,
-                extra=solo,
-                rounds=timer_pairs.SOLO_ROUNDS,
-                warm=False,
-                ran=ran,
-            )
+    read: list[sampled.SampledStep] = []
+
+    def cycles() -> None:
+        steps, _ = run_cycles(
+            variants, clean, timer_pairs.CUPTI_ROUNDS, extra=solo, rounds=timer_pairs.SOLO_ROUNDS, warm=False, ran=ran
         )
-    finally:
-        variants.reading = True
+        read.extend(steps)
+
+    rows = [row for row in cuda_intervals(cycles) if not row[0].lower().startswith("memcpy")]
     if not rows:
         raise sampled.StitchRefused("CUPTI saw no kernels of the timer steps")
     per_step = sum(counts)
@@ -896,7 +899,7 @@ def _timer_step_durations(
         if v >= 0:
             steps.append((v, rows[at : at + size]))
         at += size
-    return timer_pairs.timer_step_durations(steps, counts, clean_names, targets)
+    return TimerStepsUnderCupti(timer_pairs.timer_step_durations(steps, counts, clean_names, targets), read)
 
 
 @dataclass

@@ -459,6 +459,15 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: li
         head += f"; the timer steps' own durations taken off, where CUPTI saw them differ from clean: {shifts}"
     if not checked:
         return f"{head}: no CUPTI gaps to set them against"
+    own = [
+        c for c in classes if c.cupti_effect_source == "timers under CUPTI" and c.gap_under_cupti_diff_ns is not None
+    ]
+    if own:
+        effects = ", ".join(
+            f"{c.op} {(c.cupti_effect_ns or 0.0) / 1e3:+.2f} +/- {(c.cupti_effect_noise_ns or 0.0) / 1e3:.2f} us"
+            for c in own
+        )
+        head += f"; CUPTI moves the pairs of {effects} (the same pairs read under CUPTI)"
 
     def agrees(c: TimerPairClass) -> bool:
         return c.gap_verdict != GAP_DISAGREE if c.gap_verdict is not None else bool(c.gap_agrees)

@@ -276,8 +276,12 @@ class TimerPairClass(Record, kw_only=True):
     gap_diff_ns: float | None = None
     gap_agrees: bool | None = None
     duration_shift_ns: float | None = None  # the class's duration in the timer steps less in the clean steps (CUPTI)
-    # where the events' check found CUPTI moves the class: its effect there, and the timers' gap plus it less CUPTI's
+    # CUPTI's effect on the class: the same pairs read under CUPTI less without it (source "timers under CUPTI"),
+    # or, for a class the timers did not read under CUPTI and the events' check found CUPTI moves, the events'
     cupti_effect_ns: float | None = None
+    cupti_effect_noise_ns: float | None = None  # its standard error (the timers' own effect)
+    cupti_effect_source: str | None = None  # timers under CUPTI / events' op check
+    # where that effect moves the class (the timers' own: beyond 2 of its noise): the timers' gap plus it less CUPTI's
     gap_under_cupti_diff_ns: float | None = None
     gap_verdict: str | None = None  # agree / agree like for like / disagree, as the events' OpCheck.gap_verdict
 
