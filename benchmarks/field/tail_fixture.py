@@ -12,26 +12,20 @@ tests/test_tail_field.py reads it. From the project root, no GPU:
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
+
+from fixture_cut import cut, recorded_passes  # noqa: E402
 
 KEPT_ROLES = ("solo", "head", "wrap_head", "wrap_far", "wrap_near")
 
 
 def cells(out_dir: Path) -> list[dict[str, Any]]:
-    raw = json.loads(gzip.decompress((out_dir / "raw.json.gz").read_bytes()))
-    passes = [r for r in raw if "names" in r and r["mode"] in ("piecewise", "full")]
-    recorded = [c for c in json.loads((out_dir / "sampled.json").read_text())["cells"] if c.get("kernel_pass")]
-    recorded = [c for c in recorded if c["mode"] in ("piecewise", "full")]
-    if len(passes) != len(recorded):
-        raise SystemExit(f"{out_dir}: {len(passes)} raw passes, {len(recorded)} recorded cells")
     out = []
-    for record, cell in zip(passes, recorded):
-        if int(record["bucket"]) != cell["batch"] or record["mode"] != cell["mode"]:
-            raise SystemExit(f"{out_dir}: the raw passes and the recorded cells are not in one order")
+    for record, cell in recorded_passes(out_dir):
         roles = record["plan"]["roles"]
         kept = {v for v, role in enumerate(roles) if role in KEPT_ROLES}
         kp = cell["kernel_pass"]
@@ -70,15 +64,7 @@ def cells(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("fixture", type=Path)
-    parser.add_argument("out_dirs", type=Path, nargs="+")
-    parser.add_argument("--provenance", default="")
-    args = parser.parse_args()
-    found = [c for d in args.out_dirs for c in cells(d)]
-    doc = {"provenance": args.provenance, "cells": found}
-    args.fixture.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode()))
-    print(f"wrote {len(found)} cells to {args.fixture} ({args.fixture.stat().st_size // 1024} KB)")
+    cut(__doc__.splitlines()[0], cells)
 
 
 if __name__ == "__main__":

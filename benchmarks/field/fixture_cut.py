@@ -1,0 +1,39 @@
+"""What the field fixture cutters share (``tail_fixture.py``, ``lm_head_fixture.py``): a matrix's graph-mode passes
+as ``capture_sampled_raw.py`` recorded them, each with the cell the bench reported for it, and the command line that
+writes a fixture from one or more such OUTDIRs."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def recorded_passes(out_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The graph-mode passes of OUTDIR/raw.json.gz, each with its cell of OUTDIR/sampled.json, in run order."""
+    raw = json.loads(gzip.decompress((out_dir / "raw.json.gz").read_bytes()))
+    passes = [r for r in raw if "names" in r and r["mode"] in ("piecewise", "full")]
+    recorded = [c for c in json.loads((out_dir / "sampled.json").read_text())["cells"] if c.get("kernel_pass")]
+    recorded = [c for c in recorded if c["mode"] in ("piecewise", "full")]
+    if len(passes) != len(recorded):
+        raise SystemExit(f"{out_dir}: {len(passes)} raw passes, {len(recorded)} recorded cells")
+    for record, cell in zip(passes, recorded):
+        if int(record["bucket"]) != cell["batch"] or record["mode"] != cell["mode"]:
+            raise SystemExit(f"{out_dir}: the raw passes and the recorded cells are not in one order")
+    return list(zip(passes, recorded))
+
+
+def cut(description: str, cells: Callable[[Path], list[dict[str, Any]]]) -> None:
+    """The cutters' command line: FIXTURE OUTDIR [OUTDIR ...] [--provenance TEXT]; writes {provenance, cells}."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("fixture", type=Path)
+    parser.add_argument("out_dirs", type=Path, nargs="+")
+    parser.add_argument("--provenance", default="")
+    args = parser.parse_args()
+    found = [c for d in args.out_dirs for c in cells(d)]
+    doc = {"provenance": args.provenance, "cells": found}
+    args.fixture.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode()))
+    print(f"wrote {len(found)} cells to {args.fixture} ({args.fixture.stat().st_size // 1024} KB)")
