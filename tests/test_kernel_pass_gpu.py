@@ -207,6 +207,7 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
             assert all(c.duration_shift_ns is not None and abs(c.duration_shift_ns) < 20_000 for c in classes)
             # the same pairs read under CUPTI too: CUPTI's effect on each class, by the timers themselves
             assert all(c.cupti_effect_source == "timers under CUPTI" for c in classes)
+            assert timers.cupti_typical_effect_ns is not None and abs(timers.cupti_typical_effect_ns) < 20_000
             assert all(c.cupti_effect_noise_ns is not None and abs(c.cupti_effect_ns or 0.0) < 20_000 for c in classes)
             # each class judged as the events' are; every class by the timers where they read it, else the events
             assert all(c.gap_verdict in ("agree", "agree like for like", "disagree") for c in classes)

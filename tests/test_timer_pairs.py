@@ -171,18 +171,20 @@ def test_judge_takes_cuptis_effect_where_the_events_found_cupti_moves_the_class(
     )
 
 
-def test_span_effects_are_the_pairs_under_cupti_less_without_per_class() -> None:
+def test_span_effects_are_the_pairs_under_cupti_less_without_less_the_typical_pairs_per_class() -> None:
     names = ["x", "p", "lm"] * 2
     clean = {1: [1_000.0, 1_100.0, 900.0], 4: [1_000.0] * 3, 2: [120_000.0, 121_000.0, 119_000.0]}
     under = {1: [1_200.0, 1_300.0, 1_100.0], 4: [1_400.0] * 3, 2: [121_500.0, 122_500.0, 120_500.0], 5: [9.0]}
     effects = timer_pairs.span_effects(names, clean, under)
-    assert set(effects) == {"p", "lm"}  # op 5 has no clean reading: no effect for it
-    assert effects["p"].effect_ns == pytest.approx(300.0)  # the median of +200 and +400
-    assert effects["lm"].effect_ns == pytest.approx(1_500.0)
+    assert set(effects.classes) == {"p", "lm"}  # op 5 has no clean reading: no effect for it
+    assert effects.typical_ns == pytest.approx(400.0)  # the median of +200, +400, +1500: the three read both ways
+    assert effects.classes["p"].effect_ns == pytest.approx(300.0 - effects.typical_ns)  # the median of +200 and +400
+    assert effects.classes["lm"].effect_ns == pytest.approx(1_500.0 - effects.typical_ns)
     one = 1.2533 * statistics.pstdev(clean[2]) / math.sqrt(3)  # each median's error, combined
-    assert effects["lm"].noise_ns == pytest.approx(math.hypot(one, one))
+    assert effects.classes["lm"].noise_ns == pytest.approx(math.hypot(one, one))
     op_1 = math.hypot(*[1.2533 * statistics.pstdev(r[1]) / math.sqrt(3) for r in (clean, under)])
-    assert effects["p"].noise_ns == pytest.approx(math.sqrt(op_1**2 / 2) / math.sqrt(2))  # op 4's is 0; two ops
+    assert effects.classes["p"].noise_ns == pytest.approx(math.sqrt(op_1**2 / 2) / math.sqrt(2))  # op 4's is 0
+    assert timer_pairs.span_effects(names, clean, {}) == timer_pairs.SpanEffects({}, 0.0)
 
 
 def test_judge_takes_the_timers_own_cupti_effect_before_the_events() -> None:

@@ -5,8 +5,9 @@ Per graph-mode pass, for the step's last two ops (final_norm, lm_head): each tim
 them, without CUPTI and under it, as [variant, reading of the op before final_norm, of final_norm, of lm_head]
 (GPU clock, ns; null where the variant put no timer there), the two ops' durations (CUPTI's, clean steps and timer
 steps), the names of the clean step's last three GPU activities and their [start, end] in each of CUPTI's clean
-reference steps, and what the pass recorded for the two classes (``timer_pairs.classes``) and the mean excess it
-took out. tests/test_lm_head_timers_field.py reads it. From the project root, no GPU:
+reference steps, every pair's median without CUPTI and under it, and what the pass recorded for the two classes
+(``timer_pairs.classes``) and the mean excess it took out. tests/test_lm_head_timers_field.py reads it. From the
+project root, no GPU:
 
     python3 benchmarks/field/lm_head_fixture.py OUT_JSON_GZ OUTDIR [OUTDIR ...] [--provenance TEXT]
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
@@ -31,6 +34,20 @@ def _readings(steps: list[list[Any]], ops: list[int]) -> list[list[Any]]:
         if any(op in ends for op in ops[1:]):
             out.append([step[0], *[ends.get(op) for op in ops]])
     return out
+
+
+def _pair_medians(record: dict[str, Any]) -> list[list[float]]:
+    """Every pair's median without CUPTI and under it, [op, clean, under CUPTI], numpy over the recorded readings,
+    for the pairs' typical CUPTI effect (host-launched targets the pass did not read included)."""
+    spans: dict[str, dict[int, list[int]]] = {"timer_steps": {}, "timer_cupti_steps": {}}
+    for key, by_op in spans.items():
+        for step in record[key]:
+            ends = {int(op): int(value) for op, value in step[2]}
+            for op, value in ends.items():
+                if op - 1 in ends:  # a target: the variants time op i - 1 and op i, targets 20 ops apart
+                    by_op.setdefault(op, []).append(value - ends[op - 1])
+    clean, under = spans["timer_steps"], spans["timer_cupti_steps"]
+    return [[op, float(np.median(clean[op])), float(np.median(under[op]))] for op in sorted(clean) if op in under]
 
 
 def cells(out_dir: Path) -> list[dict[str, Any]]:
@@ -57,6 +74,7 @@ def cells(out_dir: Path) -> list[dict[str, Any]]:
                 "timer_step_durations": [in_timer_steps.get(i) for i in ops[1:]],
                 "cupti_tail_names": record["cupti"]["names0"][-TAIL_KERNELS:],
                 "cupti_tail": [step[-TAIL_KERNELS:] for step in record["cupti"]["kernels"]],
+                "pair_medians": _pair_medians(record),
                 "recorded": {"mean_excess_ns": timers["mean_excess_ns"], "classes": classes},
             }
         )

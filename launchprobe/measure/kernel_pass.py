@@ -828,10 +828,11 @@ def _timer_pairs(
         timer_pairs.pair_gaps(readings, taken_off), [row["gap_before_ns"] for row in picture.rows]
     )
     shifts = {i: d - durations_ns[i] for i, d in in_timer_steps.items()} if in_timer_steps is not None else None
+    effects = timer_pairs.span_effects(names, readings, readings_under_cupti)
     classes = timer_pairs.judge(
         timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts),
         event_ops,
-        timer_pairs.span_effects(names, readings, readings_under_cupti),
+        effects.classes,
     )
     both = timer_pairs.with_events(classes, event_ops)
     verdicts = [c["gap_verdict"] != GAP_DISAGREE for c in classes if "gap_verdict" in c]
@@ -848,6 +849,7 @@ def _timer_pairs(
         "durations_source": source,
         "ops_covered": len(split.gaps_ns),
         "mean_excess_ns": split.mean_excess_ns,
+        "cupti_typical_effect_ns": effects.typical_ns if effects.classes else None,
         "overhead_fraction": overheads.pooled,
         "variant_overhead_max_fraction": overheads.slowest,
         "gaps_ns": [split.gaps_ns.get(i) for i in range(len(ops))],

@@ -276,8 +276,9 @@ class TimerPairClass(Record, kw_only=True):
     gap_diff_ns: float | None = None
     gap_agrees: bool | None = None
     duration_shift_ns: float | None = None  # the class's duration in the timer steps less in the clean steps (CUPTI)
-    # CUPTI's effect on the class: the same pairs read under CUPTI less without it (source "timers under CUPTI"),
-    # or, for a class the timers did not read under CUPTI and the events' check found CUPTI moves, the events'
+    # CUPTI's effect on the class: the same pairs read under CUPTI less without it, less the pairs' mean of that
+    # (source "timers under CUPTI"); or, for a class the timers did not read under CUPTI and the events' check found
+    # CUPTI moves, the events'
     cupti_effect_ns: float | None = None
     cupti_effect_noise_ns: float | None = None  # its standard error (the timers' own effect)
     cupti_effect_source: str | None = None  # timers under CUPTI / events' op check
@@ -303,6 +304,8 @@ class TimerPairs(Record, kw_only=True):
     durations_source: str | None = None  # whose op durations the pairs take off: the timer steps' or clean steps'
     ops_covered: int | None = None  # ops whose gap a pair read (predecessor graphed; the op graphed or host-launched)
     mean_excess_ns: float | None = None  # the pairs' mean over the stitched gaps of the same ops, taken out
+    # the typical pair's CUPTI effect: over the pairs read both ways, the median of their under CUPTI less without
+    cupti_typical_effect_ns: float | None = None
     overhead_fraction: float | None = None  # the pair steps against their clean references (pooled median)
     variant_overhead_max_fraction: float | None = None
     gaps_ns: list[float | None] | None = None  # per op, its split gap; None where no pair read it
