@@ -40,15 +40,19 @@ from launchprobe.analysis.sampled import (
     spread_over_steps,
     within_op_bar,
 )
-from launchprobe.run.schema import GAP_AGREE, GAP_AGREE_LIKE_FOR_LIKE, GAP_DISAGREE
+from launchprobe.run.schema import (
+    CUPTI_EFFECT_EVENTS,
+    CUPTI_EFFECT_TIMERS,
+    GAP_AGREE,
+    GAP_AGREE_LIKE_FOR_LIKE,
+    GAP_DISAGREE,
+)
 
 PAIR_SPACING = 20  # ops between the targets of one variant: a timer's cost on the next ops has faded by then
 PAIR_STEPS = 48  # steps of each timer-pair variant
 SOLO_ROUNDS = 3  # more rounds of the variants that time a one-per-step op: four times the steps in all
 CUPTI_ROUNDS = 16  # steps of each timer-pair variant under CUPTI, for the ops' durations in the timer steps
 HOST_TIMERS_PER_STEP = 2  # host-launched timers in one step (pair_targets, after_pieces)
-CUPTI_EFFECT_TIMERS = "timers under CUPTI"  # a class's CUPTI effect: the same pairs read under CUPTI
-CUPTI_EFFECT_EVENTS = "events' op check"  # or the events', for a class the timers did not read under CUPTI
 TIMER_KERNEL = "_timer_kernel"  # the timer kernel's name as CUPTI gives it (kernels.triton.timer)
 
 
@@ -257,10 +261,10 @@ def judge(
     on it is within the bar; else "disagree".
 
     CUPTI's effect: the timers' own (``own_effects``, ``span_effects``: the same pairs read under CUPTI, the typical
-    pair's taken out), which moves
-    the class where it is beyond ``CUPTI_EFFECT_SIGMAS`` of its noise, as the head and piece variants' effects do
-    (CUPTI's effect on the same steps, not on another instrument's); else, for a class the timers did not read
-    under CUPTI, the events' (``cupti_trusted_here`` false, their ``cupti_effect_ns``)."""
+    pair's taken out), which moves the class where it is beyond ``CUPTI_EFFECT_SIGMAS`` of its noise, as the head
+    and piece variants' effects do (CUPTI's effect on the same steps, not on another instrument's); else, for a
+    class the timers did not read under CUPTI, the events' (``cupti_trusted_here`` false, their
+    ``cupti_effect_ns``)."""
     moved = {
         o["op"]: o for o in event_ops if o.get("cupti_trusted_here") is False and o.get("cupti_effect_ns") is not None
     }

@@ -11,6 +11,7 @@ from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import (
     CUPTI_EFFECT_HEAD_VARIANT,
     CUPTI_EFFECT_PIECE_VARIANT,
+    CUPTI_EFFECT_TIMERS,
     GAP_AGREE_ACROSS_CAPTURES,
     GAP_AGREE_LIKE_FOR_LIKE,
     GAP_DISAGREE,
@@ -459,9 +460,7 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: li
         head += f"; the timer steps' own durations taken off, where CUPTI saw them differ from clean: {shifts}"
     if not checked:
         return f"{head}: no CUPTI gaps to set them against"
-    own = [
-        c for c in classes if c.cupti_effect_source == "timers under CUPTI" and c.gap_under_cupti_diff_ns is not None
-    ]
+    own = [c for c in classes if c.cupti_effect_source == CUPTI_EFFECT_TIMERS and c.gap_under_cupti_diff_ns is not None]
     if own:
         effects = ", ".join(
             f"{c.op} {(c.cupti_effect_ns or 0.0) / 1e3:+.2f} +/- {(c.cupti_effect_noise_ns or 0.0) / 1e3:.2f} us"

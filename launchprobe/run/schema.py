@@ -397,6 +397,9 @@ OVERHEAD_BASIS_POOLED = "pooled: no variant stands out"
 CUPTI_EFFECT_STITCHED = "stitched under CUPTI"
 CUPTI_EFFECT_HEAD_VARIANT = "head variant"
 CUPTI_EFFECT_PIECE_VARIANT = "piece variant"
+# and a timer-pair class (TimerPairClass.cupti_effect_source): the same pairs read under CUPTI, or the events' check
+CUPTI_EFFECT_TIMERS = "timers under CUPTI"
+CUPTI_EFFECT_EVENTS = "events' op check"
 # OpCheck.gap_verdict
 GAP_AGREE = "agree"
 GAP_AGREE_LIKE_FOR_LIKE = "agree like for like"
