@@ -301,6 +301,8 @@ def summarise(
 def timer_summary(kp: Any) -> dict[str, Any]:
     """The timer pairs' per-class check: classes that agree (+ like for like), of those checked, the misses, and
     the verdict over every class with the events' for those the timers do not read."""
+    from launchprobe.run.schema import CUPTI_EFFECT_TIMERS
+
     timers = kp.timer_pairs
     if timers is None or not timers.measured:
         return {}
@@ -332,7 +334,7 @@ def timer_summary(kp: Any) -> dict[str, Any]:
             f"{c.op} {(c.cupti_effect_ns or 0.0) / 1e3:+.2f}+/-{(c.cupti_effect_noise_ns or 0.0) / 1e3:.2f}"
             f" ({(c.gap_under_cupti_diff_ns or 0.0) / 1e3:+.2f})"
             for c in checked
-            if c.cupti_effect_source == "timers under CUPTI" and c.gap_under_cupti_diff_ns is not None
+            if c.cupti_effect_source == CUPTI_EFFECT_TIMERS and c.gap_under_cupti_diff_ns is not None
         ],
         "with_events_ops_agree": timers.with_events_ops_agree,
         "with_events_misses": [f"{o.op} {o.gap_diff_ns / 1e3:+.2f}" for o in events if o.gap_verdict == "disagree"],

@@ -278,10 +278,13 @@ def judge(
             effect: float | None = None
             mine = own.get(row["op"])
             if mine is not None:
-                row.update(cupti_effect_noise_ns=mine.noise_ns, cupti_effect_source=CUPTI_EFFECT_TIMERS)
+                row.update(
+                    cupti_effect_ns=mine.effect_ns,
+                    cupti_effect_noise_ns=mine.noise_ns,
+                    cupti_effect_source=CUPTI_EFFECT_TIMERS,
+                )
                 if abs(mine.effect_ns) > CUPTI_EFFECT_SIGMAS * mine.noise_ns:
                     effect = mine.effect_ns
-                row["cupti_effect_ns"] = mine.effect_ns
             elif row["op"] in moved:
                 effect = float(moved[row["op"]]["cupti_effect_ns"])
                 row.update(cupti_effect_ns=effect, cupti_effect_source=CUPTI_EFFECT_EVENTS)
