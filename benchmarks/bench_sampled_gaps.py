@@ -409,13 +409,7 @@ def table(cells: list[dict[str, Any]]) -> str:
             if c.get("op_gaps_agree_under_cupti") is not None
             else "n/a"
         )
-        verdict = (
-            "REFUSED"
-            if not c["stitched"]
-            else {True: "AGREE", False: "DISAGREE", None: "UNDECIDED"}[c["agrees"]]
-            if "agrees" in c
-            else "-"
-        )
+        verdict = "REFUSED" if not c["stitched"] else "AGREE" if c.get("agrees") else "DISAGREE"
         rows.append(
             f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} "
             f"{num(100 * c['clean_spread'] if c.get('clean_spread') is not None else None):>5}% "

@@ -1428,10 +1428,7 @@ def clean_check(
       durations summed (where the kernels could not be grouped into ops, less CUPTI's busy). Where no op overlaps
       its predecessor this is the clean idle (clean step less CUPTI busy); the idle itself, the step less the
       union of its ops, is compared too, but where ops overlap (PDL) it depends on where the events put each op's
-      end, which the event after it moves (docs/gaps.md), so it is reported beside the verdict, not in it. Where
-      the host moved, the total is not decided either way (None), and so neither is the whole check unless
-      something else in it disagrees: the stitch takes each op's median over steps of the host's several speeds,
-      the reference the median clean step, and those differ by the host's moves alone.
+      end, which the event after it moves (docs/gaps.md), so it is reported beside the verdict, not in it.
     - stitched busy against CUPTI busy; per op class median gap and duration against CUPTI's (when trusted); with
       ``under_cupti`` (the same pass's steps read while CUPTI ran, stitched), what CUPTI does to each class, and
       where it moves a class beyond the bar, that class is checked like for like; with ``capture_classes``, a
@@ -1468,11 +1465,8 @@ def clean_check(
     ops_agree = all(o["gap_verdict"] != GAP_DISAGREE for o in ops) if ops else None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None
-    total_ok = abs(gap_diff) <= tolerance if host_steady is not False else None
+    total_ok = abs(gap_diff) <= tolerance
     busy_ok = busy_rel is not None and busy_rel <= BUSY_REL
-    agrees: bool | None = False
-    if busy_ok and total_ok is not False and ops_agree is not False:
-        agrees = None if total_ok is None else True
     if within and not trusted:
         trust = (
             f"CUPTI's step is {cupti_overhead:+.1%} off clean, but the host moved over the pass: with no one clean "
@@ -1521,7 +1515,7 @@ def clean_check(
         "ops_agree": ops_agree,
         "ops_under_cupti_agree": ops_under_cupti_agree,
         "under_cupti_steps": under_cupti.sampled_steps if under_cupti is not None else None,
-        "agrees": agrees,
+        "agrees": bool(total_ok and busy_ok and ops_agree is not False),
     }
 
 

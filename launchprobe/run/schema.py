@@ -371,7 +371,7 @@ class CuptiCheck(Record, kw_only=True):
     cupti_total_gap_ns: float | None = None  # CUPTI's own step time minus its busy
     total_gap_diff_ns: float | None = None
     total_gap_tolerance_ns: float | None = None
-    total_gap_agrees: bool | None = None  # None: not decided (the host moved over the pass)
+    total_gap_agrees: bool | None = None
     ops: list[OpCheck] = msgspec.field(default_factory=list)
     # every class's gap_verdict an agreement; None: not compared op for op (CUPTI not trusted, or not grouped)
     ops_agree: bool | None = None
@@ -381,7 +381,7 @@ class CuptiCheck(Record, kw_only=True):
     cupti_median_gap_ns: float | None = None
     total_gap_rel_diff: float | None = None
     median_gap_abs_diff_ns: float | None = None
-    agrees: bool | None = None  # None: not decided (the gap total is not, and nothing else disagrees)
+    agrees: bool | None = None
 
 
 class StrideProbe(Record, kw_only=True):
