@@ -272,6 +272,7 @@ def summarise(
             stitched_idle_us=check.events_idle_ns / 1e3 if check.events_idle_ns is not None else None,
             gap_total_diff_us=check.total_gap_diff_ns / 1e3 if check.total_gap_diff_ns is not None else None,
             gap_total_tolerance_us=check.total_gap_tolerance_ns / 1e3 if check.total_gap_tolerance_ns else None,
+            gap_total_noise_us=check.total_gap_noise_ns / 1e3 if check.total_gap_noise_ns is not None else None,
             gap_total_agrees=check.total_gap_agrees,
             busy_rel_diff=check.busy_rel_diff,
             busy_agrees=check.busy_agrees,
@@ -356,6 +357,13 @@ def yes(value: Any) -> str:
     return "-" if value is None else "yes" if value else "NO"
 
 
+def decided(cell: dict[str, Any], key: str) -> str:
+    """A three-way verdict: "-" where the cell has none, "n/d" where it was not decided."""
+    if key not in cell:
+        return "-"
+    return "n/d" if cell[key] is None else yes(cell[key])
+
+
 def pct(value: Any) -> str:
     return "-" if value is None else f"{value:+.1%}"
 
@@ -374,7 +382,7 @@ def line(cell: dict[str, Any]) -> str:
     return (
         f"{head} clean {cell['clean_ms']:.3f} ms, m={cell['stride']}, overhead {pct(cell['overhead'])} "
         f"(max variant {pct(cell['overhead_max_variant'])}), gap total {num(cell.get('stitched_gap_total_us'))} vs "
-        f"clean {num(cell.get('clean_gap_total_us'))} us: {yes(cell.get('gap_total_agrees'))}, op gaps "
+        f"clean {num(cell.get('clean_gap_total_us'))} us: {decided(cell, 'gap_total_agrees')}, op gaps "
         f"{cell.get('op_classes_agree', '-')}/{cell.get('op_classes', '-')}, CUPTI step "
         f"{pct(cell.get('cupti_step_vs_clean'))} ({cell['seconds']} s)"
         + ("" if cell["stitched"] else f" REFUSED: {cell['refusal']}")
@@ -387,7 +395,7 @@ def table(cells: list[dict[str, Any]]) -> str:
     header = (
         f"{'shape':<13} {'mode':<9} {'b':>3} {'clean ms':>9} {'spread':>6} {'m':>4} {'r':>2} {'cyc':>3} "
         f"{'pooled':>7} {'slowest':>8} {'+/-':>5} {'<=2%':>5} "
-        f"{'st. step':>8} {'gap tot us':>10} {'clean us':>9} {'diff us':>8} {'tol us':>7} {'ok':>3} "
+        f"{'st. step':>8} {'gap tot us':>10} {'clean us':>9} {'diff us':>8} {'+/-':>6} {'tol us':>7} {'ok':>3} "
         f"{'idle us':>8} {'clean':>7} "
         f"{'busy':>6} {'CUPTI':>7} "
         f"{'trust':>5} {'op gaps':>7} {'u.CUPTI':>7} {'worst op':>22} {'verdict':>8}"
@@ -409,7 +417,13 @@ def table(cells: list[dict[str, Any]]) -> str:
             if c.get("op_gaps_agree_under_cupti") is not None
             else "n/a"
         )
-        verdict = "REFUSED" if not c["stitched"] else "AGREE" if c.get("agrees") else "DISAGREE"
+        verdict = (
+            "REFUSED"
+            if not c["stitched"]
+            else {True: "AGREE", False: "DISAGREE", None: "UNDECIDED"}[c["agrees"]]
+            if "agrees" in c
+            else "-"
+        )
         rows.append(
             f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} "
             f"{num(100 * c['clean_spread'] if c.get('clean_spread') is not None else None):>5}% "
@@ -418,8 +432,9 @@ def table(cells: list[dict[str, Any]]) -> str:
             f"{yes(c['within_2pct']) + ('*' if c.get('overhead_basis') == OVERHEAD_BASIS_POOLED else ''):>5} "
             f"{pct(c.get('stitched_step_vs_clean')):>8} "
             f"{num(c.get('stitched_gap_total_us')):>10} {num(c.get('clean_gap_total_us')):>9} "
-            f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_tolerance_us'), 0):>7} "
-            f"{yes(c.get('gap_total_agrees')):>3} {num(c.get('stitched_idle_us')):>8} {num(c.get('clean_idle_us')):>7} "
+            f"{num(c.get('gap_total_diff_us')):>8} {num(c.get('gap_total_noise_us')):>6} "
+            f"{num(c.get('gap_total_tolerance_us'), 0):>7} {decided(c, 'gap_total_agrees'):>3} "
+            f"{num(c.get('stitched_idle_us')):>8} {num(c.get('clean_idle_us')):>7} "
             f"{pct(c.get('busy_rel_diff')):>6} "
             f"{pct(c.get('cupti_step_vs_clean')):>7} {yes(c.get('cupti_trusted')):>5} {ops:>7} {like:>7} "
             f"{c.get('worst_op') or '-':>22} {verdict:>8}"
@@ -431,7 +446,9 @@ def table(cells: list[dict[str, Any]]) -> str:
         "errors, * by the pooled where no variant stands out (a permutation test on ranks, p over 0.05); r: the "
         "pairs' reach; st. step: the stitched "
         "step against clean; gap tot: the stitched gaps summed (signed); clean: the clean step less CUPTI's op "
-        "durations (its gaps, signed); idle us / clean: the stitched step less the union of its ops, and the clean "
+        "durations (its gaps, signed); +/-: the stitched total's standard error; ok: within tol at two of them "
+        "(n/d: not decided, the error too large to tell); idle us / clean: the stitched step less the union of its "
+        "ops, and the clean "
         "step less CUPTI's busy (reported, not in the verdict); tol: 10% of the clean idle or 50 us; busy: stitched vs "
         "CUPTI; CUPTI: its step against clean (trusted "
         "within 5%); op gaps: op classes whose median gap is within 1 us or 15% of CUPTI's (n/a: CUPTI not trusted), "

@@ -217,6 +217,58 @@ def _ref_stitch(cell: dict[str, Any], scaled: bool) -> sampled.Stitched:
     return sampled.stitch(ops, _ref_steps(cell), plan, cell["durations"], clean)
 
 
+def _numpy_total_noise(cell: dict[str, Any]) -> float:
+    """Independently, the gap total's standard error from the raw streams: the step is op r - 1's solo end (the
+    solo ends before it telescope), then per later op a far difference less a near one, each median's error from
+    its own steps (no tail is kept in these cells: ``_numpy_gaps`` checks it)."""
+    n, reach = len(cell["names"]), cell["reach"]
+    far: dict[int, list[int]] = {}
+    near: dict[int, list[int]] = {}
+    last_solo: list[int] = []
+    for _, _, ends, *_ in cell["steps"]:
+        at = {int(op): t for op, t in ends}
+        ops = sorted(at)
+        if ops == [reach - 1]:
+            last_solo.append(at[reach - 1])
+        elif len(ops) > 1 and ops != [n - reach, n - 1]:
+            for j, target in zip(ops[0::2], ops[1::2]):
+                (far if target - j == reach else near).setdefault(j, []).append(at[target] - at[j])
+    errors = [_median_error(last_solo)]
+    errors += [float(np.hypot(_median_error(far[j]), _median_error(near[j]))) for j in range(n - reach)]
+    return float(np.hypot.reduce(errors))
+
+
+@pytest.mark.parametrize("key", REF_CELLS)
+def test_the_gap_totals_error_from_the_streams_and_from_halves_of_the_pass(key: tuple[str, int, int]) -> None:
+    """The stitched gap total's standard error (``gap_total_noise_ns``) on recorded passes, one of them on an eager
+    host that moved 60%: against numpy's from the same streams, and against the spread of the totals stitched from
+    two halves of the pass's cycles (30 random halvings, numpy's seed): the error's meaning, not its arithmetic."""
+    cell = _ref_cell(*key)
+    stitched = _ref_stitch(cell, scaled=False)
+    assert stitched.gap_total_noise_ns == pytest.approx(_numpy_total_noise(cell), rel=1e-3)
+    ops = [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
+    raw = cell["plan"]
+    plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
+    occurrence: list[int] = []
+    seen: dict[int, int] = {}  # the k-th step of each variant: its k-th cycle (extra rounds fold over)
+    for v, *_ in cell["steps"]:
+        occurrence.append(seen.get(v, 0))
+        seen[v] = seen.get(v, 0) + 1
+    cycles = int(np.median(list(seen.values())))
+    rng = np.random.default_rng(12)
+    differences = []
+    for _ in range(30):
+        half = set(rng.permutation(cycles)[: cycles // 2].tolist())
+        parts = [
+            [s for s, k in zip(cell["steps"], occurrence) if (k % cycles in half) == side] for side in (True, False)
+        ]
+        totals = [sampled.stitch(ops, _ref_steps_of(part), plan, cell["durations"]).gap_total_ns for part in parts]
+        differences.append(totals[0] - totals[1])
+    # two halves' totals differ by about twice the whole pass's error (each half has half its steps)
+    halves = float(np.std(differences)) / 2
+    assert 0.5 * halves < stitched.gap_total_noise_ns < 2 * halves, (stitched.gap_total_noise_ns, halves)
+
+
 @pytest.mark.parametrize("key", REF_CELLS)
 def test_every_step_against_the_clean_steps_around_it(key: tuple[str, int, int]) -> None:
     cell = _ref_cell(*key)

@@ -38,6 +38,7 @@ from launchprobe.analysis.sampled import (
     event_lags,
     extra_rounds,
     first_difference,
+    gap_total_verdict,
     group_ops,
     head_cupti_effect,
     head_op,
@@ -664,6 +665,50 @@ def test_clean_check_agrees_trusts_and_disagrees() -> None:
     check = clean_check(wrong, 100_000.0, ref)  # type: ignore[arg-type]
     assert not check["total_gap_agrees"] and not check["agrees"] and check["total_gap_tolerance_ns"] == 50_000
     assert not all(o["gap_agrees"] for o in check["ops"])
+
+
+def test_the_gap_total_is_decided_at_two_of_its_standard_errors() -> None:
+    assert gap_total_verdict(20_000, 50_000, 5_000) is True
+    assert gap_total_verdict(-49_000, 50_000, 1_000) is True  # within, and two errors (2 us) fit inside 50
+    assert gap_total_verdict(80_000, 50_000, 5_000) is False  # beyond by 30 us, more than two errors (10)
+    assert gap_total_verdict(-80_000, 50_000, 5_000) is False  # signed either way
+    assert gap_total_verdict(55_000, 50_000, 5_000) is None  # beyond, but within two errors of the tolerance
+    # an error too large to check the tolerance with: not decided, within or beyond it
+    assert gap_total_verdict(20_000, 50_000, 30_000) is None
+    assert gap_total_verdict(100_000, 50_000, 30_000) is None
+    assert gap_total_verdict(200_000, 50_000, 30_000) is False  # beyond even so
+    # where the stitched total is that noisy, the whole check is not decided unless something else disagrees
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
+    stitched = _stitched_like(ops, 100_000)
+    assert clean_check(stitched, 100_000.0, ref)["total_gap_noise_ns"] == 0.0  # type: ignore[arg-type]
+    stitched.gap_total_noise_ns = 30_000.0  # type: ignore[attr-defined]
+    check = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
+    assert check["total_gap_agrees"] is None and check["agrees"] is None and check["total_gap_noise_ns"] == 30_000
+    slow = _stitched_like([(10_000, 30_000), (35_000, 70_000), (80_000, 100_000)], 100_000)  # busy 20% over
+    slow.gap_total_noise_ns = 30_000.0  # type: ignore[attr-defined]
+    assert clean_check(slow, 100_000.0, ref)["agrees"] is False  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("jitter", [0, 6_000])
+def test_the_gap_totals_noise_is_its_spread_over_repeated_passes(jitter: int) -> None:
+    """The stitched gap total's standard error (``gap_total_noise_ns``), set against the spread of the totals of
+    40 passes alike but for the host's jitter: an eager host behind its GPU, so that what the host does shows."""
+    n = 24
+    durations = [3_000] * n
+    plan = pair_plan(n, 8, 4)
+    totals, noises = [], []
+    for seed in range(40):
+        stream = Stream(duration_ns=durations, launch_ns=[6_000] * n, jitter_ns=jitter, seed=seed)
+        steps, _ = run_sampled(stream, plan.variants, 6, follows=plan.follows)
+        result = stitch(timings(n), steps, plan, durations)
+        totals.append(result.gap_total_ns)
+        noises.append(result.gap_total_noise_ns)
+    spread, typical = float(np.std(totals)), float(np.median(noises))
+    if not jitter:  # nothing varies from step to step: no error, and every pass reads the same total
+        assert spread == 0 and typical == 0
+        return
+    assert 0.6 * spread < typical < 1.6 * spread, (typical, spread)
 
 
 def test_the_like_for_like_check_reads_the_events_taken_under_cupti_beside_the_verdict() -> None:

@@ -632,10 +632,18 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         reference = (
             f"{v.fixed(check.clean_gap_total_ns, 3, 1e-6)} ms clean (clean step less CUPTI's op durations; gaps signed)"
         )
+    noise = check.total_gap_noise_ns
     lines.append(
         f"check, gap total: {v.fixed(check.events_total_gap_ns, 3, 1e-6)} ms stitched vs {reference}, difference "
-        f"{v.sig(check.total_gap_diff_ns, 1e-3)} us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: "
-        f"{word[check.total_gap_agrees]}"
+        f"{v.sig(check.total_gap_diff_ns, 1e-3)}"
+        + (f" +/- {v.sig(noise, 1e-3)}" if noise is not None else "")
+        + f" us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: {word[check.total_gap_agrees]}"
+        + (
+            " (at two standard errors the stitched total cannot be told within or beyond it: the host moved; more "
+            "steps per variant with --kernel-seconds)"
+            if check.total_gap_agrees is None and noise is not None
+            else ""
+        )
     )
     if check.events_idle_ns is not None:
         lines.append(
@@ -698,7 +706,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         lines.append(
             f"check, op for op: not made ({v.text(check.grouping if check.cupti_trusted else 'CUPTI not trusted')})"
         )
-    lines.append(f"CUPTI cross-check: {'AGREE' if check.agrees else 'DISAGREE'}")
+    lines.append(f"CUPTI cross-check: {word[check.agrees].upper()}")
     return lines
 
 

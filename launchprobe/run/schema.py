@@ -371,7 +371,8 @@ class CuptiCheck(Record, kw_only=True):
     cupti_total_gap_ns: float | None = None  # CUPTI's own step time minus its busy
     total_gap_diff_ns: float | None = None
     total_gap_tolerance_ns: float | None = None
-    total_gap_agrees: bool | None = None
+    total_gap_noise_ns: float | None = None  # the stitched gap total's standard error (null in older files)
+    total_gap_agrees: bool | None = None  # at two standard errors; None: not decided, its error too large
     ops: list[OpCheck] = msgspec.field(default_factory=list)
     # every class's gap_verdict an agreement; None: not compared op for op (CUPTI not trusted, or not grouped)
     ops_agree: bool | None = None
@@ -381,7 +382,7 @@ class CuptiCheck(Record, kw_only=True):
     cupti_median_gap_ns: float | None = None
     total_gap_rel_diff: float | None = None
     median_gap_abs_diff_ns: float | None = None
-    agrees: bool | None = None
+    agrees: bool | None = None  # None: not decided (the gap total is not, and nothing disagrees)
 
 
 class StrideProbe(Record, kw_only=True):
