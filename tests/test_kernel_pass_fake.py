@@ -206,6 +206,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert all(o.duration_agrees is None for o in check.ops)  # the same source: not compared
     assert check.cupti_trusted  # nothing in the fake slows the host under CUPTI
     assert check.total_gap_agrees and check.busy_agrees, (check.events_total_gap_ns, check.clean_idle_ns)
+    # the stitched total's error reaches the run file, well inside the tolerance on the fake's steady host
+    assert check.total_gap_noise_ns is not None and check.total_gap_tolerance_ns is not None
+    assert 0 <= check.total_gap_noise_ns < check.total_gap_tolerance_ns / 2
     assert check.ops and check.ops_agree, [(o.op, o.gap_diff_ns) for o in check.ops if not o.gap_agrees]
     assert check.agrees
     # the pass's cycle read again while the fake CUPTI ran: nothing in the fake moves under CUPTI, so alike

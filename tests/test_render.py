@@ -425,7 +425,8 @@ def test_kernel_pass_sections() -> None:
     undecided = plain_output(run, width=400)
     assert (
         "difference 0.308 +/- 300 us against 478 us allowed: not decided (at two standard errors the stitched total "
-        "cannot be told within or beyond it: the host moved; more steps per variant with --kernel-seconds)"
+        "cannot be told within or beyond it: its steps vary too much, as where the host moves; more steps per variant "
+        "with --kernel-seconds)"
     ) in undecided
     assert undecided.count("CUPTI cross-check: NOT DECIDED") == 1
     assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared

@@ -639,8 +639,8 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         + (f" +/- {v.sig(noise, 1e-3)}" if noise is not None else "")
         + f" us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: {word[check.total_gap_agrees]}"
         + (
-            " (at two standard errors the stitched total cannot be told within or beyond it: the host moved; more "
-            "steps per variant with --kernel-seconds)"
+            " (at two standard errors the stitched total cannot be told within or beyond it: its steps vary too "
+            "much, as where the host moves; more steps per variant with --kernel-seconds)"
             if check.total_gap_agrees is None and noise is not None
             else ""
         )
