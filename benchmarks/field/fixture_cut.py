@@ -1,6 +1,6 @@
-"""What the field fixture cutters share (``tail_fixture.py``, ``lm_head_fixture.py``): a matrix's graph-mode passes
-as ``capture_sampled_raw.py`` recorded them, each with the cell the bench reported for it, and the command line that
-writes a fixture from one or more such OUTDIRs."""
+"""What the field fixture cutters share (``tail_fixture.py``, ``lm_head_fixture.py``, ``gap_total_fixture.py``): a
+matrix's passes as ``capture_sampled_raw.py`` recorded them, each with the cell the bench reported for it, and the
+command line that writes a fixture from one or more such OUTDIRs."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 
-def recorded_passes(out_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """The graph-mode passes of OUTDIR/raw.json.gz, each with its cell of OUTDIR/sampled.json, in run order."""
+def recorded_passes(
+    out_dir: Path, modes: tuple[str, ...] = ("piecewise", "full")
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The passes of ``modes`` in OUTDIR/raw.json.gz, each with its cell of OUTDIR/sampled.json, in run order."""
     raw = json.loads(gzip.decompress((out_dir / "raw.json.gz").read_bytes()))
-    passes = [r for r in raw if "names" in r and r["mode"] in ("piecewise", "full")]
+    passes = [r for r in raw if "names" in r and r["mode"] in modes]
     recorded = [c for c in json.loads((out_dir / "sampled.json").read_text())["cells"] if c.get("kernel_pass")]
-    recorded = [c for c in recorded if c["mode"] in ("piecewise", "full")]
+    recorded = [c for c in recorded if c["mode"] in modes]
     if len(passes) != len(recorded):
         raise SystemExit(f"{out_dir}: {len(passes)} raw passes, {len(recorded)} recorded cells")
     for record, cell in zip(passes, recorded):
