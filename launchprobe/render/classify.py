@@ -21,6 +21,7 @@ from launchprobe.run.schema import (
     ClassifyConfigRecord,
     ClassifyResult,
     ClassifyRun,
+    CuptiCheck,
     GapStats,
     KernelPass,
     Memory,
@@ -618,6 +619,19 @@ def _class_mark(check: OpCheck | TimerPairClass) -> str:
     return "ok" if check.gap_agrees else "DIFF"
 
 
+def _steps_to_decide(check: CuptiCheck) -> str:
+    """How many times the steps an undecided gap total would need, its error falling with their square root and
+    its difference holding: within the tolerance, two errors inside it; beyond, two errors inside the excess."""
+    noise, diff, tolerance = check.total_gap_noise_ns, check.total_gap_diff_ns, check.total_gap_tolerance_ns
+    if not noise or diff is None or tolerance is None:
+        return "more steps"
+    room = tolerance if abs(diff) <= tolerance else abs(diff) - tolerance
+    if room <= 0:
+        return "more steps"
+    factor = (2 * noise / room) ** 2
+    return f"about {factor:.0f}x the steps" if factor >= 10 else f"about {factor:.1f}x the steps"
+
+
 def _cupti_lines(kp: KernelPass) -> list[str]:
     check = kp.cupti_check
     if check is None:
@@ -640,7 +654,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         + f" us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: {word[check.total_gap_agrees]}"
         + (
             " (at two standard errors the stitched total cannot be told within or beyond it: its steps vary too "
-            "much, as where the host moves; more steps per variant with --kernel-seconds)"
+            f"much, as where the host moves; {_steps_to_decide(check)} per variant with --kernel-seconds)"
             if check.total_gap_agrees is None and noise is not None
             else ""
         )
