@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pass_halves import random_halves
 
 from launchprobe.analysis import sampled
 from launchprobe.analysis.kernel_gaps import OpTiming
@@ -51,17 +52,8 @@ def _halves(cell: dict[str, Any]) -> list[tuple[float, float]]:
     """The pass's cycles split in two at random (the k-th step of each variant is its k-th cycle), each half
     stitched alone: its total less the clean step's gaps, numpy's."""
     clean_gaps = float(np.median(cell["clean_in_cycles"])) - float(np.sum(cell["durations"]))
-    occurrence: list[int] = []
-    seen: dict[int, int] = {}
-    for v, *_ in cell["steps"]:
-        occurrence.append(seen.get(v, 0))
-        seen[v] = seen.get(v, 0) + 1
-    cycles = int(np.median(list(seen.values())))
-    rng = np.random.default_rng(12)
     out = []
-    for _ in range(HALVINGS):
-        half = set(rng.permutation(cycles)[: cycles // 2].tolist())
-        parts = [[s for s, k in zip(cell["steps"], occurrence) if (k % cycles in half) == side] for side in (1, 0)]
+    for parts in random_halves(cell["steps"], HALVINGS):
         first, second = (_stitch(cell, part).gap_total_ns - clean_gaps for part in parts)
         out.append((first, second))
     return out

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pass_halves import random_halves
 from scipy import stats
 
 from launchprobe.analysis import sampled
@@ -249,19 +250,8 @@ def test_the_gap_totals_error_from_the_streams_and_from_halves_of_the_pass(key: 
     ops = [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
     raw = cell["plan"]
     plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
-    occurrence: list[int] = []
-    seen: dict[int, int] = {}  # the k-th step of each variant: its k-th cycle (extra rounds fold over)
-    for v, *_ in cell["steps"]:
-        occurrence.append(seen.get(v, 0))
-        seen[v] = seen.get(v, 0) + 1
-    cycles = int(np.median(list(seen.values())))
-    rng = np.random.default_rng(12)
     differences = []
-    for _ in range(30):
-        half = set(rng.permutation(cycles)[: cycles // 2].tolist())
-        parts = [
-            [s for s, k in zip(cell["steps"], occurrence) if (k % cycles in half) == side] for side in (True, False)
-        ]
+    for parts in random_halves(cell["steps"], 30):
         totals = [sampled.stitch(ops, _ref_steps_of(part), plan, cell["durations"]).gap_total_ns for part in parts]
         differences.append(totals[0] - totals[1])
     # two halves' totals differ by about twice the whole pass's error (each half has half its steps)
