@@ -422,6 +422,7 @@ def test_kernel_pass_sections() -> None:
     eager_check = next(r.kernel_pass for r in run.sorted_results() if r.mode == "eager").cupti_check
     assert eager_check is not None
     eager_check.total_gap_noise_ns, eager_check.total_gap_agrees, eager_check.agrees = 300_000.0, None, None
+    eager_check.total_gap_steps_to_decide = (2 * 300 / 478) ** 2  # as analysis.sampled gives it
     undecided = plain_output(run, width=400)
     assert (
         "difference 0.308 +/- 300 us against 478 us allowed: not decided (at two standard errors the stitched total "
@@ -430,10 +431,12 @@ def test_kernel_pass_sections() -> None:
     ) in undecided  # (2 x 300 / 478) squared: the error halves with four times the steps
     assert undecided.count("CUPTI cross-check: NOT DECIDED") == 1
     # beyond the tolerance by less than two errors: the steps that would put two errors inside the excess
-    eager_check.total_gap_diff_ns, eager_check.total_gap_noise_ns = 578_000.0, 100_000.0
-    assert "about 4.0x the steps per variant" in plain_output(run, width=400)  # (2 x 100 / 100) squared
-    eager_check.total_gap_noise_ns = 400_000.0
+    eager_check.total_gap_steps_to_decide = 4.0
+    assert "about 4.0x the steps per variant" in plain_output(run, width=400)
+    eager_check.total_gap_steps_to_decide = 64.0
     assert "about 64x the steps per variant" in plain_output(run, width=400)
+    eager_check.total_gap_steps_to_decide = None  # nothing would decide it
+    assert "more steps per variant with --kernel-seconds" in plain_output(run, width=400)
     assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared
     strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]
     eager, full = strips

@@ -38,6 +38,7 @@ from launchprobe.analysis.sampled import (
     event_lags,
     extra_rounds,
     first_difference,
+    gap_total_steps_to_decide,
     gap_total_verdict,
     group_ops,
     head_cupti_effect,
@@ -677,6 +678,12 @@ def test_the_gap_total_is_decided_at_two_of_its_standard_errors() -> None:
     assert gap_total_verdict(20_000, 50_000, 30_000) is None
     assert gap_total_verdict(100_000, 50_000, 30_000) is None
     assert gap_total_verdict(200_000, 50_000, 30_000) is False  # beyond even so
+    # how many times the steps would decide an undecided one, the error falling with their square root
+    assert gap_total_steps_to_decide(308, 478_000, 300_000) == pytest.approx((2 * 300 / 478) ** 2)  # within
+    assert gap_total_steps_to_decide(578_000, 478_000, 100_000) == pytest.approx(4.0)  # beyond: two errors in 100
+    assert gap_total_steps_to_decide(578_000, 478_000, 400_000) == pytest.approx(64.0)
+    assert gap_total_steps_to_decide(0, 0, 100_000) is None  # no tolerance: nothing decides it
+    assert gap_total_steps_to_decide(20_000, 50_000, 0.0) is None
     # where the stitched total is that noisy, the whole check is not decided unless something else disagrees
     ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
     ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
@@ -685,6 +692,9 @@ def test_the_gap_total_is_decided_at_two_of_its_standard_errors() -> None:
     stitched.gap_total_noise_ns = 30_000.0  # type: ignore[attr-defined]
     check = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
     assert check["total_gap_agrees"] is None and check["agrees"] is None and check["total_gap_noise_ns"] == 30_000
+    assert check["total_gap_steps_to_decide"] == pytest.approx(
+        gap_total_steps_to_decide(check["total_gap_diff_ns"], check["total_gap_tolerance_ns"], 30_000)
+    )
     slow = _stitched_like([(10_000, 30_000), (35_000, 70_000), (80_000, 100_000)], 100_000)  # busy 20% over
     slow.gap_total_noise_ns = 30_000.0  # type: ignore[attr-defined]
     assert clean_check(slow, 100_000.0, ref)["agrees"] is False  # type: ignore[arg-type]

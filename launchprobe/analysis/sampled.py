@@ -1443,6 +1443,17 @@ def gap_total_verdict(diff_ns: float, tolerance_ns: float, noise_ns: float) -> b
     return True
 
 
+def gap_total_steps_to_decide(diff_ns: float, tolerance_ns: float, noise_ns: float) -> float | None:
+    """For a gap total ``gap_total_verdict`` leaves undecided: about how many times the steps per variant would
+    decide it, its error falling with their square root and its difference holding (within the tolerance, two
+    errors inside it; beyond, two errors inside the excess). None where nothing would (no error, or no
+    tolerance)."""
+    room = tolerance_ns if abs(diff_ns) <= tolerance_ns else abs(diff_ns) - tolerance_ns
+    if noise_ns <= 0 or room <= 0:
+        return None
+    return (GAP_TOTAL_SIGMAS * noise_ns / room) ** 2
+
+
 def clean_check(
     stitched: Stitched,
     clean_step_ns: float,
@@ -1560,6 +1571,9 @@ def clean_check(
         "total_gap_tolerance_ns": tolerance,
         "total_gap_noise_ns": stitched.gap_total_noise_ns,
         "total_gap_agrees": total_ok,
+        "total_gap_steps_to_decide": (
+            gap_total_steps_to_decide(gap_diff, tolerance, stitched.gap_total_noise_ns) if total_ok is None else None
+        ),
         "ops": ops,
         "ops_agree": ops_agree,
         "ops_under_cupti_agree": ops_under_cupti_agree,

@@ -620,15 +620,9 @@ def _class_mark(check: OpCheck | TimerPairClass) -> str:
 
 
 def _steps_to_decide(check: CuptiCheck) -> str:
-    """How many times the steps an undecided gap total would need, its error falling with their square root and
-    its difference holding: within the tolerance, two errors inside it; beyond, two errors inside the excess."""
-    noise, diff, tolerance = check.total_gap_noise_ns, check.total_gap_diff_ns, check.total_gap_tolerance_ns
-    if not noise or diff is None or tolerance is None:
+    factor = check.total_gap_steps_to_decide
+    if factor is None:
         return "more steps"
-    room = tolerance if abs(diff) <= tolerance else abs(diff) - tolerance
-    if room <= 0:
-        return "more steps"
-    factor = (2 * noise / room) ** 2
     return f"about {factor:.0f}x the steps" if factor >= 10 else f"about {factor:.1f}x the steps"
 
 

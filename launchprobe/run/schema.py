@@ -373,6 +373,7 @@ class CuptiCheck(Record, kw_only=True):
     total_gap_tolerance_ns: float | None = None
     total_gap_noise_ns: float | None = None  # the stitched gap total's standard error (null in older files)
     total_gap_agrees: bool | None = None  # at two standard errors; None: not decided, its error too large
+    total_gap_steps_to_decide: float | None = None  # undecided: about how many times the steps would decide it
     ops: list[OpCheck] = msgspec.field(default_factory=list)
     # every class's gap_verdict an agreement; None: not compared op for op (CUPTI not trusted, or not grouped)
     ops_agree: bool | None = None
