@@ -643,8 +643,7 @@ def run_kernel_pass(
 ) -> KernelPass:
     """Per-kernel pass of one (mode, bucket) against its clean ``runner``; event costs measured once per run, op
     durations and kernels per op (a CUPTI counting pass) once per bucket. ``reach``: the pairs' reach (default:
-    analysis/sampled.py's)."""
-    from launchprobe.analysis import sampled
+    ``sampled.default_reach`` of the mode's ops)."""
     from launchprobe.analysis.sampled import StitchRefused
     from launchprobe.measure import kernel_pass
 
@@ -678,7 +677,7 @@ def run_kernel_pass(
         repeats=config.kernel_repeats,
         sampling_s=config.kernel_seconds,
         markers=markers,
-        reach=sampled.DEFAULT_REACH if reach is None else reach,
+        reach=reach,
         timer_pdl=config.pdl,
     )
     # Per-op achieved bandwidth, so the weak kernels of a step are visible (bytes of the bucket's batch).

@@ -17,6 +17,7 @@ from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 
 from launchprobe.analysis.kernel_gaps import OpTiming
 from launchprobe.analysis.sampled import (
+    DEFAULT_REACH,
     CuptiReference,
     Plan,
     SampledStep,
@@ -33,6 +34,7 @@ from launchprobe.analysis.sampled import (
     cycle_clean_gaps,
     cycle_groups,
     cycles_for,
+    default_reach,
     dense_plan,
     end_shifts,
     event_lags,
@@ -458,6 +460,54 @@ def test_mixed_regime_with_jitter_stays_close() -> None:
     assert statistics.median(errors) < 1_000
     total = sum(r["gap_before_ns"] for r in rows[1:])
     assert total == pytest.approx(sum(per_op[1:]), rel=0.10, abs=5_000)
+
+
+def _layered(n: int, host: bool = True) -> list[OpTiming]:
+    """Ops of 10 per layer, as the workload's (its per-step ops aside)."""
+    return [OpTiming(f"op{i % 10}", i // 10, host_launched=host) for i in range(n)]
+
+
+def test_default_reach_spans_a_layer_where_every_op_is_host_launched() -> None:
+    per_step = [OpTiming(name, -1, True) for name in ("embed", "final_norm", "lm_head")]
+    assert default_reach([per_step[0], *_layered(320), *per_step[1:]]) == 11  # the near pair spans a layer
+    assert default_reach(_layered(10)) == 11
+    graphed = [*_layered(20), *_layered(10, host=False)]  # piecewise or full graph: graph pieces in the step
+    assert default_reach(graphed) == DEFAULT_REACH
+    assert default_reach([OpTiming(f"op{i % 2}", i // 2, True) for i in range(12)]) == DEFAULT_REACH  # never less
+    assert default_reach([]) == DEFAULT_REACH
+
+
+def test_the_anchors_host_time_reads_long_where_the_host_catches_up_unless_the_pair_spans_a_layer() -> None:
+    """An eager host that falls behind on the small ops of a layer and catches up on its large GEMMs: the anchor's
+    record call delays later launches, and the GPU sees the delay from the first op after the anchor where the host
+    is behind. At reach 4 the far pair often ends on that op and the near pair before it, so the stitched total
+    reads long; at a layer's reach (``default_reach``) the near pair has mostly let the delay in already."""
+    n = 120
+    pattern = [3_000, 20_000, 2_000, 3_000, 10_000, 15_000, 3_000, 50_000, 3_000, 25_000]
+    durations = [pattern[i % 10] for i in range(n)]
+    ops = _layered(n)
+    kw: dict[str, Any] = {"record_ns": 4_000, "jitter_ns": 6_000, "queue_depth": 1_000}
+    long_by, layer_by, layer_noise = [], [], []
+    for seed in range(4):
+        lengths, _ = clean_steps(Stream(duration_ns=durations, launch_ns=[13_000] * n, seed=100 + seed, **kw), 60)
+        clean_total = statistics.median(lengths) - sum(durations)
+        for reach in (4, default_reach(ops)):
+            plan = pair_plan(n, 30, reach)
+            stream = Stream(duration_ns=durations, launch_ns=[13_000] * n, seed=seed, **kw)
+            steps, _ = run_sampled(stream, plan.variants, 10, follows=plan.follows)
+            result = stitch(ops, steps, plan, durations)
+            diff = result.gap_total_ns - clean_total
+            if reach == 4:
+                assert diff > 3 * result.gap_total_noise_ns, (seed, diff, result.gap_total_noise_ns)
+                long_by.append(diff)
+            else:
+                assert abs(diff) < 3 * result.gap_total_noise_ns, (seed, diff, result.gap_total_noise_ns)
+                layer_by.append(diff)
+                layer_noise.append(result.gap_total_noise_ns)
+    # over the four passes: reach 4 long by about 0.3 of the clean gaps, a layer's reach within the mean's error
+    assert statistics.mean(long_by) > 60_000
+    mean_error = statistics.mean(layer_noise) / 2  # the error of a mean of four
+    assert abs(statistics.mean(layer_by)) < 2 * mean_error
 
 
 def test_stitched_rows_chain_into_one_step() -> None:

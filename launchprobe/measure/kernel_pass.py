@@ -619,7 +619,7 @@ def kernel_pass(
     sampling_s: float | None = None,
     markers: Markers | None = None,
     cupti: bool = True,
-    reach: int = sampled.DEFAULT_REACH,
+    reach: int | None = None,
     timer_pdl: bool = False,
 ) -> KernelPass:
     """Measure one (mode, bucket) op by op against its clean runner ``clean``.
@@ -639,6 +639,7 @@ def kernel_pass(
     if density not in ("sampled", "dense"):
         raise ValueError(f"unknown kernel-pass density {density!r}")
     timings, segment_of = op_layout(mode, ops)
+    reach = sampled.default_reach(timings) if reach is None else reach
     names = [op.name for op in ops]
     pool = torch.cuda.graph_pool_handle() if mode != "eager" else None
     per_op_cost = [costs.host_record_ns if t.host_launched else costs.node_ns for t in timings]
