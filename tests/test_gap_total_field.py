@@ -6,7 +6,9 @@ reference, the clean steps timed in the cycles, CUPTI's op durations, the end sh
 of the gap total as run (two of the three read NO). The clean reference is computed with numpy; the stitching is
 launchprobe's. What tests the idea is the pass's own data split in two: where the halves of a pass read the total on
 both sides of the tolerance, no verdict of the whole is supported, and the error the stitch gives says so.
-Provenance is inside the file.
+tests/fixtures/field/gap_total_reach_h200.json.gz holds one more, llama-3-8b eager batch 8 of the 16:51 UTC matrix,
+recorded at the eager default reach (a layer's ops + 1, ``sampled.default_reach``) on a host that held within 14%:
+there the total agrees, and every half of the pass agrees. Provenance is inside the files.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from pass_halves import random_halves
 from launchprobe.analysis import sampled
 from launchprobe.analysis.kernel_gaps import OpTiming
 
-FIXTURE = Path(__file__).parent / "fixtures" / "field" / "gap_total_eager_h200.json.gz"
+FIXTURES = [
+    Path(__file__).parent / "fixtures" / "field" / name
+    for name in ("gap_total_eager_h200.json.gz", "gap_total_reach_h200.json.gz")
+]
 HALVINGS = 20
 
 
 @cache
 def _cells() -> list[dict[str, Any]]:
-    return list(json.loads(gzip.decompress(FIXTURE.read_bytes()))["cells"])
+    return [cell for path in FIXTURES for cell in json.loads(gzip.decompress(path.read_bytes()))["cells"]]
 
 
 def _cell(shape: str, batch: int) -> dict[str, Any]:
@@ -59,7 +64,14 @@ def _halves(cell: dict[str, Any]) -> list[tuple[float, float]]:
     return out
 
 
-CELLS = [("llama-3.2-1b", 1, True), ("llama-3.2-1b", 64, None), ("llama-3-8b", 1, None)]
+CELLS = [("llama-3.2-1b", 1, True), ("llama-3.2-1b", 64, None), ("llama-3-8b", 1, None), ("llama-3-8b", 8, True)]
+
+
+def test_the_pass_at_a_layers_reach_is_the_eager_default() -> None:
+    cell = _cell("llama-3-8b", 8)
+    ops = [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
+    assert cell["reach"] == sampled.default_reach(ops) == 11  # 10 ops a layer; the 14:21 cells ran at 4
+    assert {c["reach"] for c in _cells() if c is not cell} == {4}
 
 
 @pytest.mark.parametrize(("shape", "batch", "verdict"), CELLS)

@@ -55,6 +55,7 @@ def main() -> None:
         current.update(mode=mode, bucket=bucket, reach=kwargs.get("reach"))
         current.update(names=[op.name for op in ops], layers=[op.layer for op in ops])
         result = originals["kernel_pass"](mode, bucket, ops, **kwargs)
+        current["reach"] = result.reach  # the pass's own, where it chose the default (``sampled.default_reach``)
         fields = ("stride", "variants", "cycles", "clean_step_ms", "host_cpu", "step_ns", "busy_ns", "gap_total_ns")
         current["result"] = {name: getattr(result, name) for name in fields}
         if getattr(result, "cupti_capture_check", None) is not None:

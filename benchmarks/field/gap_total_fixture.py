@@ -33,7 +33,8 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
                 "shape": cell["shape"],
                 "mode": record["mode"],
                 "bucket": record["bucket"],
-                "reach": record["reach"],
+                # raw files recorded before the capture kept the pass's own reach hold the requested one (None)
+                "reach": record["reach"] or cell["kernel_pass"]["reach"],
                 "names": record["names"],
                 "layers": record["layers"],
                 "host_launched": record["host_launched"],
