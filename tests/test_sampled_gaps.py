@@ -475,6 +475,9 @@ def test_default_reach_spans_a_layer_where_every_op_is_host_launched() -> None:
     assert default_reach(graphed) == DEFAULT_REACH
     assert default_reach([OpTiming(f"op{i % 2}", i // 2, True) for i in range(12)]) == DEFAULT_REACH  # never less
     assert default_reach([]) == DEFAULT_REACH
+    # the run file's pairing note says why the reach is longer
+    assert "spans a layer" in pairing_note(pair_plan(120, 30, 11))
+    assert "spans a layer" not in pairing_note(pair_plan(120, 30, DEFAULT_REACH))
 
 
 def test_the_anchors_host_time_reads_long_where_the_host_catches_up_unless_the_pair_spans_a_layer() -> None:

@@ -298,6 +298,12 @@ def pairing_note(plan: Plan) -> str:
         f"end_j less end_(j+{plan.reach - 1}) - end_j, each measured inside one step from the same anchor event "
         "after op j; nothing ahead of the anchor matters and no event sits in the measured gap"
         + (
+            f"; a reach of {plan.reach} spans a layer: an eager anchor's host time reaches the GPU where the host "
+            "falls behind, so the near pair has mostly let it in before the measured op"
+            if plan.reach > DEFAULT_REACH
+            else ""
+        )
+        + (
             f"; the head from op {plan.head_op}'s end alone, a host event after the first graph piece's replay (the "
             "piece not captured afresh), less the durations and gaps before it"
             if plan.head_op is not None
