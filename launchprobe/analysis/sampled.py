@@ -13,9 +13,9 @@ measurements that share their first event:
   accumulates, since both ends are measured from an event r ops earlier in the same step. One thing differs: the
   anchor's host time delays every later launch, and reaches the GPU at the first op after j where the host is
   behind; if that is op i, the far end carries it and the near end does not. Eager steps therefore take a reach
-  of a whole layer (``default_reach``), so that the near pair has mostly let that delay in already. The anchor's event
-  leaves the GPU idle, so the ops just after it start cold (no programmatic early launch); the reach puts the
-  measured gap r - 1 ops past that restart.
+  of a whole layer (``default_reach``), so that the near pair has mostly let that delay in already. The anchor's
+  event leaves the GPU idle, so the ops just after it start cold (no programmatic early launch); the reach puts
+  the measured gap r - 1 ops past that restart.
 - "solo" variants record one event after op 0, ..., op r - 1 (nothing ahead): the head (boundary to op 0's
   start) and the gaps before ops 1 .. r - 1.
 - the gap between steps (before op 0) is measured like the others, across the boundary: a "wrap_far" variant
@@ -131,14 +131,14 @@ DEFAULT_REACH = 4
 
 def default_reach(ops: Sequence[OpTiming]) -> int:
     """The reach for a step: ``DEFAULT_REACH``, or, where every op is host-launched (eager), one layer's ops + 1,
-    so that the near pair spans a whole layer. The anchor's event costs the host time, which delays every later
-    launch; the GPU sees that delay only from the first op after the anchor where the host is behind, and it grows
-    no more after that. Where that op is the far pair's last (the host caught up with the GPU just there), the far
-    end carries the delay and the near end does not: the gap reads long by up to the event's host cost. Once the
-    near pair spans a layer, an op of the same class one layer earlier has mostly let the delay in already. On a
-    simulated eager host that catches up once a layer, the stitched total read 90-130 us long at reach 4 and
-    within its noise at 11 (tests/test_sampled_gaps.py); on the H200, 8B eager b1 and b8 read +1058 and +410 us
-    over clean idle at reach 4, +84 and -162 (within two errors) at 12 (docs/gaps.md)."""
+    so that the near pair spans a whole layer. The anchor's record call costs the host time, which delays every
+    later launch; the GPU sees that delay from the first op after the anchor where the host is behind (the queue
+    absorbs it before), and along the step it only grows, to at most the record's cost. Where that op is the far
+    pair's last (the host caught up with the GPU just there), the far end carries the delay and the near end does
+    not: the gap reads long by up to the record's cost. Once the near pair spans a layer, the op of the same class
+    one layer earlier has mostly let the delay in already. On a simulated eager host that catches up once a layer,
+    the stitched total read 90-130 us long at reach 4 and within its noise at 11 (tests/test_sampled_gaps.py);
+    the H200 runs are in docs/gaps.md."""
     if not ops or not all(op.host_launched for op in ops):
         return DEFAULT_REACH
     per_layer = max(Counter(op.layer for op in ops if op.layer >= 0).values(), default=0)

@@ -628,8 +628,9 @@ def kernel_pass(
     or a string saying why there are none); otherwise ``fallback_durations()`` (``graph_durations`` of the
     bucket). ``clean_step_ms`` is the clean pass's time, used until this pass has re-timed the clean step beside
     its own steps. ``sampling_s``: device time for the sampled cycles (default ``SAMPLING_TIME_S``; at most 40
-    cycles per 5 s). In graph modes, where timer kernels can run, the timer pairs follow (``timer_pdl``: launch
-    them with programmatic dependent launch, as the step's own kernels are). The host thread stays on one core
+    cycles per 5 s). ``reach``: the pairs' reach (default ``sampled.default_reach``: a layer's ops + 1 in eager, 4
+    otherwise). In graph modes, where timer kernels can run, the timer pairs follow (``timer_pdl``: launch them
+    with programmatic dependent launch, as the step's own kernels are). The host thread stays on one core
     throughout."""
     import msgspec
     import torch
