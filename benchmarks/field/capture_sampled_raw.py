@@ -52,7 +52,7 @@ def main() -> None:
 
     def kernel_pass(mode: str, bucket: int, ops: Any, **kwargs: Any) -> Any:
         current.clear()
-        current.update(mode=mode, bucket=bucket, reach=kwargs.get("reach"))
+        current.update(mode=mode, bucket=bucket)
         current.update(names=[op.name for op in ops], layers=[op.layer for op in ops])
         result = originals["kernel_pass"](mode, bucket, ops, **kwargs)
         current["reach"] = result.reach  # the pass's own, where it chose the default (``sampled.default_reach``)

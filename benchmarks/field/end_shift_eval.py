@@ -22,6 +22,11 @@ from launchprobe.analysis.kernel_gaps import OpTiming
 BAR_NS, BAR_REL = 1_000.0, 0.15  # the issue's op bar
 
 
+def within(miss: float, cupti: float) -> bool:
+    """A class's miss against CUPTI's value within the bar."""
+    return abs(miss) <= max(BAR_NS, BAR_REL * abs(cupti))
+
+
 def _class_medians(record: dict[str, Any], reach: int, shifts: list[int | None] | None) -> dict[str, float]:
     ops = [OpTiming(n, layer, h) for n, layer, h in zip(record["names"], record["layers"], record["host_launched"])]
     raw = record["plan"]
@@ -57,9 +62,6 @@ def main() -> None:
                 name = op["op"]
                 cupti = shifted[name] - op["gap_diff_ns"]
                 rows.append((name, cupti, shifted[name] - cupti, plain[name] - cupti))
-
-            def within(miss: float, cupti: float) -> bool:
-                return abs(miss) <= max(BAR_NS, BAR_REL * abs(cupti))
 
             with_shifts = sum(within(r[2], r[1]) for r in rows)
             without = sum(within(r[3], r[1]) for r in rows)
