@@ -35,7 +35,11 @@ def main() -> None:
     from launchprobe.analysis import sampled
     from launchprobe.measure import kernel_pass as kp
 
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: capture_sampled_raw.py OUTDIR --out OUTDIR/sampled.json [bench_sampled_gaps.py args]")
     out_dir = Path(sys.argv[1])
+    if not out_dir.is_dir():
+        sys.exit(f"capture_sampled_raw.py: {out_dir} is not a folder")
     records: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     originals: dict[str, Callable[..., Any]] = {

@@ -1,0 +1,123 @@
+"""Lab tool: where an eager pass's stitched step gains on the clean one, offline, for recorded matrices
+(``capture_sampled_raw.py`` OUTDIRs). No GPU.
+
+Per eager pass: the stitched step and the sampled steps against the clean step (the pass stitched again from its
+own steps, ``sampled.stitch``), and each pair's anchor effect: the pair's median reading (scaled to the clean
+step, as the stitch scales it) less the same span of CUPTI's clean steps (op ends, scaled by the clean step over
+CUPTI's), for the far pair (A_far) and the near pair (A_near) of every anchor. The stitched gap before op j + r is
+d_far - d_near - duration: it is right where A_far = A_near, and reads long by their difference. The difference is
+summed over the step and given by the class of the far pair's last op. CUPTI's step runs slower than clean in eager
+(+7 to +15% for llama-3.2-1b on the H200); its spans scaled to the clean step are a reference per span, not a
+measurement of the clean step. docs/performance.md ("The host-bound step reads long") has what it printed:
+
+    python3 benchmarks/field/anchor_effect_eval.py OUTDIR [OUTDIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fixture_cut import recorded_passes
+
+from launchprobe.analysis import sampled
+from launchprobe.analysis.kernel_gaps import OpTiming
+
+
+def _kernel_counts(out_dir: Path) -> list[list[int]]:
+    """Each recorded pass's kernels per op, in run order: the counting record that precedes it."""
+    raw = json.loads(gzip.decompress((out_dir / "raw.json.gz").read_bytes()))
+    counts: list[int] | None = None
+    out = []
+    for record in raw:
+        if "counts" in record:
+            counts = [int(c) for c in record["counts"]]
+        elif "names" in record and record["mode"] == "eager":
+            if counts is None or len(counts) != len(record["names"]):
+                raise SystemExit(f"{out_dir}: no kernel counts for a pass of {len(record['names'])} ops")
+            out.append(counts)
+    return out
+
+
+def _pair_medians(record: dict[str, Any], clean: float) -> dict[tuple[str, int], float]:
+    """Each far and near pair's median reading, every step scaled by the clean step over its reference."""
+    roles, variants = record["plan"]["roles"], record["plan"]["variants"]
+    readings: dict[tuple[str, int], list[float]] = {}
+    for variant, _length, ends, reference in record["steps"]:
+        role = roles[variant]
+        if role not in ("far", "near"):
+            continue
+        at = {int(op): t for op, t in ends}
+        scale = clean / reference if reference else 1.0
+        timed = variants[variant]
+        for anchor, end in zip(timed[0::2], timed[1::2]):
+            readings.setdefault((role, anchor), []).append((at[end] - at[anchor]) * scale)
+    return {key: statistics.median(values) for key, values in readings.items()}
+
+
+def evaluate(record: dict[str, Any], counts: list[int]) -> dict[str, Any]:
+    """One pass: its stitched and sampled steps against clean, and its pairs' anchor effects (module docstring)."""
+    names, reach = record["names"], record["reach"]
+    ops = [OpTiming(n, layer, h) for n, layer, h in zip(names, record["layers"], record["host_launched"])]
+    raw = record["plan"]
+    plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], reach)
+    steps = [sampled.SampledStep(v, n, {int(o): t for o, t in e}, ref) for v, n, e, ref in record["steps"]]
+    clean = float(statistics.median(record["clean_in_cycles"]))
+    stitched = sampled.stitch(ops, steps, plan, record["durations"], clean, record["stitch_args"][1])
+    kernels = np.asarray(record["cupti"]["kernels"], dtype=np.int64)  # steps x kernels x [start, end]
+    op_ends = kernels[:, np.cumsum(counts) - 1, 1]
+    to_clean = clean / float(np.median(record["cupti"]["step_ns"]))
+    pairs = _pair_medians(record, clean)
+
+    def span(first: int, last: int) -> float:
+        """CUPTI's clean steps from op first's end to op last's, at the clean step's speed."""
+        return float(np.median(op_ends[:, last] - op_ends[:, first])) * to_clean
+
+    far: list[float] = []
+    near: list[float] = []
+    by_class: dict[str, list[float]] = {}
+    for anchor in range(len(names) - reach):
+        if ("far", anchor) not in pairs or ("near", anchor) not in pairs:
+            continue
+        a_far = pairs[("far", anchor)] - span(anchor, anchor + reach)
+        a_near = pairs[("near", anchor)] - span(anchor, anchor + reach - 1)
+        far.append(a_far)
+        near.append(a_near)
+        by_class.setdefault(names[anchor + reach], []).append(a_far - a_near)
+    return {
+        "ops": len(names),
+        "batch": record["bucket"],
+        "reach": reach,
+        "stitched_pct": 100 * (stitched.step_ns / clean - 1),
+        "sampled_pct": 100 * (stitched.instrumented_step_ns / clean - 1),
+        "a_far_us": float(np.mean(far)) / 1e3,
+        "a_near_us": float(np.mean(near)) / 1e3,
+        "difference_sum_us": float(np.sum(np.subtract(far, near))) / 1e3,
+        "stitched_less_clean_us": (stitched.step_ns - clean) / 1e3,
+        "by_class_us": {op: float(np.mean(v)) / 1e3 for op, v in by_class.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dirs", type=Path, nargs="+")
+    args = parser.parse_args()
+    for out_dir in args.out_dirs:
+        for (record, cell), counts in zip(recorded_passes(out_dir, ("eager",)), _kernel_counts(out_dir)):
+            row = evaluate(record, counts)
+            print(
+                f"{out_dir.name} {cell['shape']} eager b{row['batch']} reach {row['reach']}: stitched "
+                f"{row['stitched_pct']:+.1f}% ({row['stitched_less_clean_us']:+.0f} us), sampled steps "
+                f"{row['sampled_pct']:+.1f}%; A_far {row['a_far_us']:+.2f} us, A_near {row['a_near_us']:+.2f} us, "
+                f"summed difference {row['difference_sum_us']:+.0f} us"
+            )
+            print("   by the far end's op (us): " + ", ".join(f"{k} {v:+.1f}" for k, v in row["by_class_us"].items()))
+
+
+if __name__ == "__main__":
+    main()
