@@ -8,7 +8,11 @@ CUPTI's), for the far pair (A_far) and the near pair (A_near) of every anchor. T
 d_far - d_near - duration: it is right where A_far = A_near, and reads long by their difference. The difference is
 summed over the step and given by the class of the far pair's last op. CUPTI's step runs slower than clean in eager
 (+7 to +15% for llama-3.2-1b on the H200); its spans scaled to the clean step are a reference per span, not a
-measurement of the clean step. docs/performance.md ("The host-bound step reads long") has what it printed:
+measurement of the clean step. The second reference needs no CUPTI: each sampled step's first timed end, from its
+boundary (no event before it but the boundary, which the clean steps have too), median per op ("first ends"); the
+same A_far and A_near against its spans, and the stitched chain's end of each op less that first end, whose slope
+along the step (past the first layer) says how fast the chain drifts. docs/performance.md ("The host-bound step
+reads long") has what it printed:
 
     python3 benchmarks/field/anchor_effect_eval.py OUTDIR [OUTDIR ...]
 """
@@ -60,6 +64,38 @@ def _pair_medians(record: dict[str, Any], clean: float) -> dict[tuple[str, int],
     return {key: statistics.median(values) for key, values in readings.items()}
 
 
+def _first_ends(record: dict[str, Any], clean: float) -> dict[int, float]:
+    """Per op, the median end from the boundary in the steps where it is the first op timed (solo, far, near)."""
+    roles = record["plan"]["roles"]
+    ends: dict[int, list[float]] = {}
+    for variant, _length, timed, reference in record["steps"]:
+        if roles[variant] not in ("solo", "far", "near") or not timed:
+            continue
+        op, at = min((int(o), t) for o, t in timed)
+        ends.setdefault(op, []).append(at * (clean / reference if reference else 1.0))
+    return {op: statistics.median(values) for op, values in ends.items()}
+
+
+def _anchor_effects(
+    names: list[str], reach: int, pairs: dict[tuple[str, int], float], span: Any
+) -> tuple[list[float], list[float], dict[str, list[float]]]:
+    """A_far and A_near per anchor against ``span(first, last)`` (None where it has no value), and their
+    difference by the far end's op."""
+    far: list[float] = []
+    near: list[float] = []
+    by_class: dict[str, list[float]] = {}
+    for anchor in range(len(names) - reach):
+        if ("far", anchor) not in pairs or ("near", anchor) not in pairs:
+            continue
+        far_span, near_span = span(anchor, anchor + reach), span(anchor, anchor + reach - 1)
+        if far_span is None or near_span is None:
+            continue
+        far.append(pairs[("far", anchor)] - far_span)
+        near.append(pairs[("near", anchor)] - near_span)
+        by_class.setdefault(names[anchor + reach], []).append(far[-1] - near[-1])
+    return far, near, by_class
+
+
 def evaluate(record: dict[str, Any], counts: list[int]) -> dict[str, Any]:
     """One pass: its stitched and sampled steps against clean, and its pairs' anchor effects (module docstring)."""
     names, reach = record["names"], record["reach"]
@@ -78,17 +114,17 @@ def evaluate(record: dict[str, Any], counts: list[int]) -> dict[str, Any]:
         """CUPTI's clean steps from op first's end to op last's, at the clean step's speed."""
         return float(np.median(op_ends[:, last] - op_ends[:, first])) * to_clean
 
-    far: list[float] = []
-    near: list[float] = []
-    by_class: dict[str, list[float]] = {}
-    for anchor in range(len(names) - reach):
-        if ("far", anchor) not in pairs or ("near", anchor) not in pairs:
-            continue
-        a_far = pairs[("far", anchor)] - span(anchor, anchor + reach)
-        a_near = pairs[("near", anchor)] - span(anchor, anchor + reach - 1)
-        far.append(a_far)
-        near.append(a_near)
-        by_class.setdefault(names[anchor + reach], []).append(a_far - a_near)
+    far, near, by_class = _anchor_effects(names, reach, pairs, span)
+    first = _first_ends(record, clean)
+
+    def first_span(a: int, b: int) -> float | None:
+        return first[b] - first[a] if a in first and b in first else None
+
+    first_far, first_near, _ = _anchor_effects(names, reach, pairs, first_span)
+    layer = max(sum(1 for layer_ in record["layers"] if layer_ == 0), 1)
+    past = sorted(op for op in first if op > layer)
+    chain = [stitched.rows[op]["end_ns"] for op in past]
+    drift = float(np.polyfit(past, np.subtract([first[op] for op in past], chain), 1)[0]) if len(past) > 2 else None
     return {
         "ops": len(names),
         "batch": record["bucket"],
@@ -100,6 +136,11 @@ def evaluate(record: dict[str, Any], counts: list[int]) -> dict[str, Any]:
         "difference_sum_us": float(np.sum(np.subtract(far, near))) / 1e3,
         "stitched_less_clean_us": (stitched.step_ns - clean) / 1e3,
         "by_class_us": {op: float(np.mean(v)) / 1e3 for op, v in by_class.items()},
+        "first_a_far_us": float(np.mean(first_far)) / 1e3 if first_far else None,
+        "first_a_near_us": float(np.mean(first_near)) / 1e3 if first_near else None,
+        "first_anchors": len(first_far),
+        "first_ops": len(first),
+        "drift_ns_per_op": drift,
     }
 
 
@@ -117,6 +158,12 @@ def main() -> None:
                 f"summed difference {row['difference_sum_us']:+.0f} us"
             )
             print("   by the far end's op (us): " + ", ".join(f"{k} {v:+.1f}" for k, v in row["by_class_us"].items()))
+            if row["first_a_far_us"] is not None and row["drift_ns_per_op"] is not None:
+                print(
+                    f"   against the first ends ({row['first_ops']} ops, {row['first_anchors']} anchors): A_far "
+                    f"{row['first_a_far_us']:+.2f} us, A_near {row['first_a_near_us']:+.2f} us; the first ends less "
+                    f"the stitched chain's drift {row['drift_ns_per_op']:+.0f} ns an op past the first layer"
+                )
 
 
 if __name__ == "__main__":
