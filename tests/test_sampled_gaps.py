@@ -477,6 +477,7 @@ def test_default_reach_spans_a_layer_where_every_op_is_host_launched() -> None:
     assert default_reach([]) == DEFAULT_REACH
     # the run file's pairing note says why the reach is longer
     assert "spans a layer" in pairing_note(pair_plan(120, 30, 11))
+    assert "1-9% over clean" in pairing_note(pair_plan(120, 30, 11))  # the limit measured where the host is behind
     assert "spans a layer" not in pairing_note(pair_plan(120, 30, DEFAULT_REACH))
 
 
