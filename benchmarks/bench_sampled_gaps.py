@@ -140,6 +140,17 @@ def build(shape_name: str, batches: list[int], args: argparse.Namespace) -> tupl
     return model, config
 
 
+def lab_cells(spec: str) -> list[tuple[str, int]]:
+    """For the lab tools: ``shape:batch,shape:batch,...`` as (shape, batch) pairs."""
+    out = []
+    for item in spec.split(","):
+        shape, _, batch = item.partition(":")
+        if not shape or not batch.isdigit():
+            raise SystemExit(f"a cell is shape:batch, not {item!r}")
+        out.append((shape, int(batch)))
+    return out
+
+
 def lab_cell(shape: str, batch: int, mode: str, pdl: bool = True) -> tuple[list[Any], list[int], Any, Any]:
     """For the lab tools (benchmarks/field/): one bucket's ops, their kernels per op (``kernel_counts``), the clean
     runner of ``mode`` warmed up, and its graph pool."""

@@ -183,13 +183,13 @@ def main() -> None:
         return
     if args.out is None:
         parser.error("--out is required to measure")
-    cells = []
-    for item in args.cells.split(","):
-        shape, batch = item.split(":")
-        cell = run_cell(shape, int(batch), args)
-        print_cell(cell)
-        cells.append(cell)
-        write(args.out, {"cells": cells})  # after each cell: a timeout keeps what ran
+    from bench_sampled_gaps import lab_cells
+
+    measured: list[dict[str, Any]] = []
+    for shape, batch in lab_cells(args.cells):
+        measured.append(run_cell(shape, batch, args))
+        print_cell(measured[-1])
+        write(args.out, {"cells": measured})  # after each cell: a timeout keeps what ran
     print(f"wrote {args.out}")
 
 
