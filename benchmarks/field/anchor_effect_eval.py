@@ -20,32 +20,12 @@ reads long") has what it printed:
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fixture_cut import recorded_passes
-
-from launchprobe.analysis import sampled
-from launchprobe.analysis.kernel_gaps import OpTiming
-
-
-def _kernel_counts(out_dir: Path) -> list[list[int]]:
-    """Each recorded pass's kernels per op, in run order: the counting record that precedes it."""
-    raw = json.loads(gzip.decompress((out_dir / "raw.json.gz").read_bytes()))
-    counts: list[int] | None = None
-    out = []
-    for record in raw:
-        if "counts" in record:
-            counts = [int(c) for c in record["counts"]]
-        elif "names" in record and record["mode"] == "eager":
-            if counts is None or len(counts) != len(record["names"]):
-                raise SystemExit(f"{out_dir}: no kernel counts for a pass of {len(record['names'])} ops")
-            out.append(counts)
-    return out
+from fixture_cut import recorded_passes, restitch
 
 
 def _pair_medians(record: dict[str, Any], clean: float) -> dict[tuple[str, int], float]:
@@ -99,12 +79,7 @@ def _anchor_effects(
 def evaluate(record: dict[str, Any], counts: list[int]) -> dict[str, Any]:
     """One pass: its stitched and sampled steps against clean, and its pairs' anchor effects (module docstring)."""
     names, reach = record["names"], record["reach"]
-    ops = [OpTiming(n, layer, h) for n, layer, h in zip(names, record["layers"], record["host_launched"])]
-    raw = record["plan"]
-    plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], reach)
-    steps = [sampled.SampledStep(v, n, {int(o): t for o, t in e}, ref) for v, n, e, ref in record["steps"]]
-    clean = float(statistics.median(record["clean_in_cycles"]))
-    stitched = sampled.stitch(ops, steps, plan, record["durations"], clean, record["stitch_args"][1])
+    stitched, clean = restitch(record, reach, record["stitch_args"][1])
     kernels = np.asarray(record["cupti"]["kernels"], dtype=np.int64)  # steps x kernels x [start, end]
     op_ends = kernels[:, np.cumsum(counts) - 1, 1]
     to_clean = clean / float(np.median(record["cupti"]["step_ns"]))
@@ -149,8 +124,10 @@ def main() -> None:
     parser.add_argument("out_dirs", type=Path, nargs="+")
     args = parser.parse_args()
     for out_dir in args.out_dirs:
-        for (record, cell), counts in zip(recorded_passes(out_dir, ("eager",)), _kernel_counts(out_dir)):
-            row = evaluate(record, counts)
+        for record, cell in recorded_passes(out_dir, ("eager",)):
+            if record["kernel_counts"] is None:
+                raise SystemExit(f"{out_dir}: no kernel counts for a pass of {len(record['names'])} ops")
+            row = evaluate(record, record["kernel_counts"])
             print(
                 f"{out_dir.name} {cell['shape']} eager b{row['batch']} reach {row['reach']}: stitched "
                 f"{row['stitched_pct']:+.1f}% ({row['stitched_less_clean_us']:+.0f} us), sampled steps "

@@ -14,10 +14,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from fixture_cut import recorded_passes
-
-from launchprobe.analysis import sampled
-from launchprobe.analysis.kernel_gaps import OpTiming
+from fixture_cut import recorded_passes, restitch
 
 BAR_NS, BAR_REL = 1_000.0, 0.15  # the op bar
 
@@ -28,14 +25,7 @@ def within(miss: float, cupti: float) -> bool:
 
 
 def _class_medians(record: dict[str, Any], reach: int, shifts: list[int | None] | None) -> dict[str, float]:
-    ops = [OpTiming(n, layer, h) for n, layer, h in zip(record["names"], record["layers"], record["host_launched"])]
-    raw = record["plan"]
-    plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], reach)
-    steps = [
-        sampled.SampledStep(v, length, {int(o): t for o, t in ends}, ref) for v, length, ends, ref in record["steps"]
-    ]
-    clean = statistics.median(record["clean_in_cycles"])
-    stitched = sampled.stitch(ops, steps, plan, record["durations"], clean, shifts)
+    stitched, _ = restitch(record, reach, shifts)
     by_class: dict[str, list[int]] = {}
     for row in stitched.rows:
         by_class.setdefault(row["op"], []).append(row["gap_before_ns"])

@@ -15,8 +15,16 @@ from typing import Any
 def recorded_passes(
     out_dir: Path, modes: tuple[str, ...] = ("piecewise", "full")
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """The passes of ``modes`` in OUTDIR/raw.json.gz, each with its cell of OUTDIR/sampled.json, in run order."""
+    """The passes of ``modes`` in OUTDIR/raw.json.gz, each with its cell of OUTDIR/sampled.json, in run order. Each
+    pass gets ``kernel_counts``: the kernels per op of the counting pass recorded before it (None where none matches
+    its op count)."""
     raw = json.loads(gzip.decompress((out_dir / "raw.json.gz").read_bytes()))
+    counts: list[int] | None = None
+    for record in raw:
+        if "counts" in record:
+            counts = [int(c) for c in record["counts"]]
+        elif "names" in record:
+            record["kernel_counts"] = counts if counts is not None and len(counts) == len(record["names"]) else None
     passes = [r for r in raw if "names" in r and r["mode"] in modes]
     recorded = [c for c in json.loads((out_dir / "sampled.json").read_text())["cells"] if c.get("kernel_pass")]
     recorded = [c for c in recorded if c["mode"] in modes]
@@ -26,6 +34,22 @@ def recorded_passes(
         if int(record["bucket"]) != cell["batch"] or record["mode"] != cell["mode"]:
             raise SystemExit(f"{out_dir}: the raw passes and the recorded cells are not in one order")
     return list(zip(passes, recorded))
+
+
+def restitch(record: dict[str, Any], reach: int, end_shifts: list[int | None] | None) -> tuple[Any, float]:
+    """A recorded pass stitched again from its own steps (``sampled.stitch``), at the clean steps' median speed, with
+    the given reach and end shifts; with that clean step (ns)."""
+    import statistics
+
+    from launchprobe.analysis import sampled
+    from launchprobe.analysis.kernel_gaps import OpTiming
+
+    ops = [OpTiming(n, layer, h) for n, layer, h in zip(record["names"], record["layers"], record["host_launched"])]
+    raw = record["plan"]
+    plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], reach)
+    steps = [sampled.SampledStep(v, n, {int(o): t for o, t in e}, ref) for v, n, e, ref in record["steps"]]
+    clean = float(statistics.median(record["clean_in_cycles"]))
+    return sampled.stitch(ops, steps, plan, record["durations"], clean, end_shifts), clean
 
 
 def cut(description: str, cells: Callable[[Path], list[dict[str, Any]]]) -> None:
