@@ -132,10 +132,14 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
     assert 0 < result.variant_standout_p <= 1 and result.variant_overhead_shuffled_q95_fraction is not None
     assert result.overhead_basis in ("slowest variant", "pooled: no variant stands out")
     blocks = 0  # a clean block before each group and after the last, in every cycle and extra round
+    kind = sampled.default_order(layout)
+    assert kind == ("alternate" if mode == "eager" else "rotate")
+    assert ("alternate direction" in result.pairing) == (mode == "eager")
     for cycle in range(result.cycles):
-        orders = [sampled.variant_order(len(plan.variants), cycle, plan.follows)]
+        orders = [sampled.variant_order(len(plan.variants), cycle, plan.follows, order_kind=kind)]
         orders += [
-            sampled.variant_order(len(plan.variants), cycle * rounds + r, plan.follows, extra) for r in range(rounds)
+            sampled.variant_order(len(plan.variants), cycle * rounds + r, plan.follows, extra, kind)
+            for r in range(rounds)
         ]
         blocks += sum(len(sampled.cycle_groups(order, sampled.CLEAN_EVERY, plan.follows)) + 1 for order in orders)
     assert result.clean_references == blocks

@@ -18,6 +18,7 @@ from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 from launchprobe.analysis.kernel_gaps import OpTiming
 from launchprobe.analysis.sampled import (
     DEFAULT_REACH,
+    ORDERS,
     CuptiReference,
     Plan,
     SampledStep,
@@ -34,6 +35,7 @@ from launchprobe.analysis.sampled import (
     cycle_clean_gaps,
     cycle_groups,
     cycles_for,
+    default_order,
     default_reach,
     dense_plan,
     end_shifts,
@@ -105,6 +107,39 @@ def test_variant_order_rotates() -> None:
     assert variant_order(4, 0) == [0, 1, 2, 3]
     assert variant_order(4, 1) == [1, 2, 3, 0]
     assert sorted(variant_order(5, 3)) == list(range(5))
+
+
+def test_variant_orders_permute_every_variant_and_keep_followers_after_their_leaders() -> None:
+    plan = pair_plan(40, 15, 11)
+    n = len(plan.variants)
+    for kind in ORDERS:
+        for cycle in range(4):
+            order = variant_order(n, cycle, plan.follows, order_kind=kind)
+            assert sorted(order) == list(range(n))
+            assert all(order[order.index(leader) + 1] == follower for leader, follower in plan.follows.items())
+    far, near = plan.roles.index("far"), plan.roles.index("near")
+    assert plan.variants[far][0] == plan.variants[near][0]  # one anchor: the two steps of a pair
+
+    def near_first(order: list[int]) -> bool:
+        return order.index(near) == order.index(far) - 1
+
+    assert [near_first(variant_order(n, c, plan.follows)) for c in range(4)] == [False] * 4  # rotate: far first
+    assert [near_first(variant_order(n, c, plan.follows, order_kind="reverse")) for c in range(4)] == [True] * 4
+    alternate = [near_first(variant_order(n, c, plan.follows, order_kind="alternate")) for c in range(4)]
+    assert alternate == [False, True, False, True]
+    assert (
+        variant_order(n, 3, plan.follows, order_kind="shuffle")
+        == variant_order(n, 3, plan.follows, order_kind="shuffle")
+        != variant_order(n, 4, plan.follows, order_kind="shuffle")
+    )  # seeded by the cycle
+    with pytest.raises(ValueError, match="variant order"):
+        variant_order(n, 0, order_kind="sideways")
+
+
+def test_default_order_alternates_where_every_op_is_host_launched() -> None:
+    assert default_order(_layered(20)) == "alternate"  # eager
+    assert default_order([*_layered(20), *_layered(10, host=False)]) == "rotate"  # graph pieces in the step
+    assert default_order([]) == "rotate"
 
 
 def test_variant_order_over_some_variants_keeps_a_follower_after_its_leader() -> None:
@@ -477,7 +512,8 @@ def test_default_reach_spans_a_layer_where_every_op_is_host_launched() -> None:
     assert default_reach([]) == DEFAULT_REACH
     # the run file's pairing note says why the reach is longer
     assert "spans a layer" in pairing_note(pair_plan(120, 30, 11))
-    assert "1-9% over clean" in pairing_note(pair_plan(120, 30, 11))  # the limit measured where the host is behind
+    assert "alternate direction" in pairing_note(pair_plan(120, 30, 11), "alternate")  # eager's cycles
+    assert "alternate direction" not in pairing_note(pair_plan(120, 30, 11))
     assert "spans a layer" not in pairing_note(pair_plan(120, 30, DEFAULT_REACH))
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -143,6 +144,18 @@ def default_reach(ops: Sequence[OpTiming]) -> int:
         return DEFAULT_REACH
     per_layer = max(Counter(op.layer for op in ops if op.layer >= 0).values(), default=0)
     return max(DEFAULT_REACH, per_layer + 1)
+
+
+def default_order(ops: Sequence[OpTiming]) -> str:
+    """The cycles' variant order (``variant_order``): ``alternate`` where every op is host-launched (eager),
+    ``rotate`` elsewhere. On an eager host the step run right before a pair's step moves the pair's reading: with
+    far steps run right before their near ones in every cycle (``rotate``) the stitched 1B eager step read
+    +3.6 to +7.8% long on the H200, with the near ones first (``reverse``) -8.7 to +0.2%, interleaved in the same
+    passes; cycles alternating between the two read the whole pass -1.5 to +3.7% (docs/gaps.md). Graph steps keep
+    ``rotate``, under which every graph cell met its bars."""
+    if ops and all(op.host_launched for op in ops):
+        return "alternate"
+    return "rotate"
 
 
 def min_spacing(reach: int = DEFAULT_REACH) -> int:
@@ -290,19 +303,25 @@ def dense_plan(n_ops: int) -> Plan:
     return Plan(n_ops, 1, [list(range(n_ops))], ["dense"])
 
 
-def pairing_note(plan: Plan) -> str:
+def pairing_note(plan: Plan, order_kind: str = "rotate") -> str:
     if plan.roles == ["dense"]:
         return "dense: every op timed in one step; the event after op i-1 sits in the gap before op i"
     return (
         f"paired events, anchors {plan.spacing} ops apart, reach {plan.reach}: each gap is end_(j+{plan.reach}) - "
         f"end_j less end_(j+{plan.reach - 1}) - end_j, each measured inside one step from the same anchor event "
-        "after op j; nothing ahead of the anchor matters and no event sits in the measured gap"
+        "after op j; no event sits in the measured gap"
         + (
             f"; a reach of {plan.reach} spans a layer: an eager anchor's host time reaches the GPU where the host "
-            "falls behind, so the near pair has mostly let it in before the measured op (where the host falls "
-            "behind on nearly every op, the far pair still carried more of the anchor than the near one: the "
-            "stitched step read 1-9% over clean in llama-3.2-1b eager on the H200, docs/gaps.md)"
+            "falls behind, so the near pair has mostly let it in before the measured op"
             if plan.reach > DEFAULT_REACH
+            else ""
+        )
+        + (
+            "; the cycles alternate direction, so that each far step runs right before its near one in half of "
+            "them and right after it in the other half: on an eager host the step run just before moves a pair's "
+            "reading (llama-3.2-1b eager on the H200: far first read the stitched step 4-8% long, near first 0-9% "
+            "short, docs/gaps.md)"
+            if order_kind == "alternate"
             else ""
         )
         + (
@@ -338,13 +357,29 @@ def cycle_groups(order: Sequence[int], every: int, follows: Mapping[int, int] | 
     return groups
 
 
+ORDERS = ("rotate", "shuffle", "reverse", "alternate")
+
+
 def variant_order(
-    variants: int, cycle: int, follows: Mapping[int, int] | None = None, members: Sequence[int] | None = None
+    variants: int,
+    cycle: int,
+    follows: Mapping[int, int] | None = None,
+    members: Sequence[int] | None = None,
+    order_kind: str = "rotate",
 ) -> list[int]:
-    """The variants of one cycle (``members``, default all ``variants``), rotated by the cycle so no variant always
-    follows the same one, except that a variant in ``follows``' values runs right after its key (``Plan.follows``)."""
+    """The variants of one cycle (``members``, default all ``variants``): ``rotate`` starts the list at the cycle's
+    place (each variant keeps its neighbours: a far variant always runs right before its near one); ``shuffle``
+    permutes it afresh each cycle (seeded by the cycle); ``reverse`` is ``rotate`` backwards; ``alternate`` is
+    ``rotate`` in even cycles and ``reverse`` in odd ones (the two side by side in one pass). Then a variant in
+    ``follows``' values runs right after its key (``Plan.follows``)."""
+    if order_kind not in ORDERS:
+        raise ValueError(f"a variant order is one of {ORDERS}, not {order_kind!r}")
     chosen = list(range(variants)) if members is None else sorted(set(members))
     order = [chosen[(cycle + j) % len(chosen)] for j in range(len(chosen))] if chosen else []
+    if order_kind == "shuffle":
+        random.Random(cycle).shuffle(order)
+    elif order_kind == "reverse" or (order_kind == "alternate" and cycle % 2):
+        order.reverse()
     for before, after in (follows or {}).items():
         if before in order and after in order:
             order.remove(after)

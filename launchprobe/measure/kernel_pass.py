@@ -441,14 +441,15 @@ def run_cycles(
     rounds: int = 0,
     warm: bool = True,
     ran: list[int] | None = None,
+    order_kind: str = "rotate",
 ) -> tuple[list[sampled.SampledStep], list[int]]:
     """One warm-up pass over the variants (not read: a captured graph's first replays upload it), then cycles:
-    every variant once (rotated), back to back in groups of ``every``, with a clean block of ``LEAD_IN`` steps
-    before each group and after the last, its last step timed; sync and read. After each cycle, ``rounds`` short
+    every variant once (in ``order_kind``), back to back in groups of ``every``, with a clean block of ``LEAD_IN``
+    steps before each group and after the last, its last step timed; sync and read. After each cycle, ``rounds`` short
     cycles over the variants in ``extra`` alone (``sampled.extra_rounds``). Each sampled step carries the mean of
     the clean steps timed just before and after its group. Returns the sampled steps and every timed clean step,
     in run order; ``ran``, if given, gets every step run after the warm-up pass (``warm``): its variant, or -1 for a
-    clean step."""
+    clean step. ``order_kind``: the cycles' order (``sampled.variant_order``, ``sampled.default_order``)."""
     import torch
 
     out: list[sampled.SampledStep] = []
@@ -490,9 +491,9 @@ def run_cycles(
                 )
 
     for cycle in range(cycles):
-        one_cycle(sampled.variant_order(n, cycle, follows))
+        one_cycle(sampled.variant_order(n, cycle, follows, order_kind=order_kind))
         for round_ in range(rounds if extra else 0):
-            one_cycle(sampled.variant_order(n, cycle * rounds + round_, follows, extra))
+            one_cycle(sampled.variant_order(n, cycle * rounds + round_, follows, extra, order_kind))
     return out, clean_ns
 
 
@@ -658,7 +659,7 @@ def kernel_pass(
     plan, probes = _choose_plan(ops, timings, clean, clean_step_ms, per_op_cost, density, reach, pool, markers)
     if density == "sampled":
         result["stride_probes"] = probes.probes
-    result["pairing"] = sampled.pairing_note(plan)
+    result["pairing"] = sampled.pairing_note(plan, sampled.default_order(timings))
     result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers, after_replay=plan.after_replay)
     if density == "dense":
@@ -680,7 +681,10 @@ def kernel_pass(
     solo_extra = sampled.one_per_step_variants(plan, names)
     extra = sorted({*solo_extra, *plan.piece_variants})  # piece variants: enough steps under CUPTI too
     rounds = sampled.extra_rounds(cycles) if extra else 0
-    steps, clean_in_cycles = run_cycles(variants, clean, cycles, plan.follows, extra=extra, rounds=rounds)
+    order = sampled.default_order(timings) if density == "sampled" else "rotate"
+    steps, clean_in_cycles = run_cycles(
+        variants, clean, cycles, plan.follows, extra=extra, rounds=rounds, order_kind=order
+    )
     clean_ns = statistics.median(clean_in_cycles)  # timed beside the sampled steps, on the same core
     spread = sampled.clean_spread(clean_in_cycles)
     result.update(
