@@ -10,8 +10,8 @@ tests/fixtures/field/gap_total_reach_h200.json.gz holds one more, llama-3-8b eag
 recorded at the eager default reach (a layer's ops + 1, ``sampled.default_reach``) on a host that held within 14%:
 there the total agrees, and every half of the pass agrees. tests/fixtures/field/gap_total_hostbound_h200.json.gz
 holds llama-3.2-1b eager batch 8 of the 21:50 UTC matrix, a host-bound step at the default reach whose stitched step
-read 5.3% over clean (docs/gaps.md, "A host-bound eager step reads long"): not decided, its halves on both sides.
-Provenance is inside the files.
+read 5.3% over clean (docs/gaps.md, "The order of a pair's two steps": it ran far first): not decided, its halves on
+both sides. Provenance is inside the files.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """Lab tool: cut tests/fixtures/field/gap_total_eager_h200.json.gz from recorded eager matrices
 (``capture_sampled_raw.py`` OUTDIRs).
 
-Per eager pass whose op count and batch are asked for (``--cells OPS:BATCH,...``): what the pass stitched (op names,
+Per eager pass whose op count and batch are asked for (``--cells OPS:BATCH[:N],...``, N: only the N-th such pass of
+an OUTDIR): what the pass stitched (op names,
 layers, host-launched flags, the plan, the reach, CUPTI's op durations, the end shifts, every sampled step with its
 clean reference, the clean steps timed in the cycles) and what it reported of the gap total as run (the stitched
 total, the clean one, the tolerance, the verdict). tests/test_gap_total_field.py reads it. From the project root,
 no GPU:
 
-    python3 benchmarks/field/gap_total_fixture.py OUT_JSON_GZ OUTDIR [OUTDIR ...] --cells 323:1,163:8 [--provenance T]
+    python3 benchmarks/field/gap_total_fixture.py OUT_JSON_GZ OUTDIR [OUTDIR ...] --cells 323:1,163:8:2 [--provenance T]
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, f
 
 from fixture_cut import cut, recorded_passes  # noqa: E402
 
-WANTED: set[tuple[int, int]] = set()
+WANTED: dict[tuple[int, int], set[int] | None] = {}  # (ops, batch) -> which such passes (1-based), None: all
 
 
 def _cells(out_dir: Path) -> list[dict[str, Any]]:
     out = []
+    seen: dict[tuple[int, int], int] = {}
     for record, cell in recorded_passes(out_dir, ("eager",)):
-        if (len(record["names"]), int(record["bucket"])) not in WANTED:
+        key = (len(record["names"]), int(record["bucket"]))
+        seen[key] = seen.get(key, 0) + 1
+        nth = WANTED.get(key, set())
+        if key not in WANTED or (nth is not None and seen[key] not in nth):
             continue
         out.append(
             {
@@ -59,8 +64,10 @@ def main() -> None:
     if "--cells" in sys.argv:
         at = sys.argv.index("--cells")
         for item in sys.argv[at + 1].split(","):
-            ops, batch = item.split(":")
-            WANTED.add((int(ops), int(batch)))
+            ops, batch, *nth = item.split(":")
+            chosen = WANTED.setdefault((int(ops), int(batch)), set() if nth else None)
+            if nth and chosen is not None:
+                chosen.add(int(nth[0]))
         del sys.argv[at : at + 2]
     cut(__doc__.splitlines()[0], _cells)
 
