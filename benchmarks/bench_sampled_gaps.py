@@ -17,10 +17,13 @@ dependent launch off, which the durations pass breaks anyway).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import itertools
 import json
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--density", choices=("sampled", "dense"), default="sampled")
     parser.add_argument("--budget-s", type=float, default=280.0, help="skip cells that would start after this")
     parser.add_argument("--reach", default="", help="pair reaches per cell, e.g. 2,3 (default: the pass's)")
+    parser.add_argument(
+        "--orders", default="", help="lab: variant orders per cell, e.g. rotate,shuffle (default: the pass's)"
+    )
     parser.add_argument(
         "--kernel-seconds", type=float, default=5.0, help="device time for the sampled cycles of each cell"
     )
@@ -219,17 +225,40 @@ def run_cell(
         clean = Samples.of(time_steps_cuda(runner.run, args.steps))
         cells = []
         reaches: list[int | None] = [int(r) for r in args.reach.split(",") if r] or [None]
-        for reach in reaches:
+        orders: list[str | None] = [o for o in args.orders.split(",") if o] or [None]
+        for reach, order in itertools.product(reaches, orders):
             t0 = time.perf_counter()
-            kp = run_kernel_pass(model, mode, batch, clean.median, config, state, runner, markers, reach=reach)
+            with variant_order(order):
+                kp = run_kernel_pass(model, mode, batch, clean.median, config, state, runner, markers, reach=reach)
             seconds = time.perf_counter() - t0
             cells.append(summarise(shape, mode, batch, clean.median, clean.relative_noise, kp, seconds))
+            if order is not None:
+                cells[-1]["order"] = order
         return cells
     except Exception as error:
         return [failed(shape, mode, batch, error)]
     finally:
         del runner
         gc.collect()
+
+
+@contextlib.contextmanager
+def variant_order(order: str | None) -> Iterator[None]:
+    """Lab: the pass's cycles in ``order`` (``sampled.variant_order``'s ``order_kind``) while the block runs, in
+    place of ``sampled.default_order``'s choice."""
+    from launchprobe.analysis import sampled
+
+    if order is None:
+        yield
+        return
+    if order not in sampled.ORDERS:
+        raise SystemExit(f"--orders takes {', '.join(sampled.ORDERS)}, not {order!r}")
+    original = sampled.default_order
+    sampled.default_order = lambda ops: order
+    try:
+        yield
+    finally:
+        sampled.default_order = original
 
 
 def failed(shape: str, mode: str, batch: int, error: BaseException) -> dict[str, Any]:
@@ -385,8 +414,10 @@ def num(value: Any, digits: int = 1) -> str:
 
 def line(cell: dict[str, Any]) -> str:
     reach = cell.get("kernel_pass", {}).get("reach")
-    head = f"[{cell.get('elapsed_s', 0):6.1f} s] {cell['shape']:<13} {cell['mode']:<9} b={cell['batch']:<3}" + (
-        f" r={reach}" if reach else ""
+    head = (
+        f"[{cell.get('elapsed_s', 0):6.1f} s] {cell['shape']:<13} {cell['mode']:<9} b={cell['batch']:<3}"
+        + (f" r={reach}" if reach else "")
+        + (f" {cell['order']}" if cell.get("order") else "")
     )
     if cell["status"] != "ok":
         return f"{head} {cell['status']}"

@@ -3,7 +3,7 @@
 The sampled pass's gap before op j + r is d_far - d_near - duration: the far pair's reading (anchor j to op j + r)
 less the near pair's (to op j + r - 1). It is right only if the anchor's effect on op j + r's end equals its effect
 on op j + r - 1's. In host-bound eager steps (llama-3.2-1b on the H200) the stitched step read 1-9% long and the far
-pair carried more than the near one (docs/gaps.md, "A host-bound eager step reads long"). This tool measures that
+pair carried more than the near one (docs/gaps.md, "The order of a pair's two steps"). This tool measures that
 effect directly, as a function of the distance d, in plain loops over the clean eager ops:
 
 - "single" steps: one event after op k alone, for every op k used below; its end from the step's boundary event
@@ -16,11 +16,14 @@ effect directly, as a function of the distance d, in plain loops over the clean 
   anchor: the host's share of A.
 
 Steps run back to back in rotated order (each cycle runs every variant once), the events read after each cycle's
-sync. Printed per cell: A(d) and H(d) against d, and A(d) - A(d - 1) where both were measured. On the GPU machine:
+sync; each ladder runs right after the same anchor's one op shorter (the near-first order of docs/gaps.md). The
+2026-12-02 23:53 run kept every launch time of every step (24 MB, too large to come back from the GPU machine); a
+step now keeps only those its summary reads. Printed per cell: A(d) and H(d) against d, and A(d) - A(d - 1) where
+both were measured. On the GPU machine:
 
     source .gpu/setup.sh; python3 benchmarks/field/event_ladder.py --out $OUT/ladder.json.gz \
-        [--cells llama-3.2-1b:1,llama-3.2-1b:8,llama-3-8b:1] [--distances 1,2,3,5,8,9,10,11,12,15,20,21] \
-        [--anchors 6] [--seconds 20]
+        [--cells llama-3.2-1b:1,llama-3.2-1b:8,llama-3-8b:1] [--distances 1,2,...,22,31,32] \
+        [--anchors 8] [--seconds 30]
 
 ``--summarize LADDER_JSON[.gz]`` prints the tables again from a saved file, no GPU.
 """
@@ -38,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for bench_sampled_gaps
 
-DISTANCES = "1,2,3,5,8,9,10,11,12,15,20,21"
+DISTANCES = ",".join(str(d) for d in [*range(1, 23), 31, 32])  # two layers of 1B eager, and a third
 CELLS = "llama-3.2-1b:1,llama-3.2-1b:8,llama-3-8b:1"
 
 
@@ -67,6 +70,7 @@ def run_cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]
     runs = [op.run for op in ops]
     plan = variants(n, args.anchors, [int(d) for d in args.distances.split(",")])
     kept = sorted({p[1] for p in plan if p[0] == "single"})  # the ops whose launch times are kept
+    stream = torch.cuda.current_stream()  # bound once, as the pass records its events
     steps: list[list[Any]] = []  # [variant, {op: host ns from the first launch}, {op: GPU ns from boundary}]
 
     def event() -> Any:  # as the pass's: created and valid before the step runs (no creation inside the step)
@@ -93,13 +97,15 @@ def run_cell(shape: str, batch: int, args: argparse.Namespace) -> dict[str, Any]
                 clock[i] = time.perf_counter_ns()
                 run()
                 if i in events:
-                    events[i].record()
+                    events[i].record(stream)
             hosts.append(clock)
         torch.cuda.synchronize()
         for slot, v in enumerate(order):
             ends = {k: round(boundaries[slot].elapsed_time(e) * 1e6) for k, e in marks[slot].items()}
             clock = hosts[slot]
-            steps.append([v, {k: clock[k] - clock[0] for k in kept}, ends])
+            kind, j, d = plan[v]  # the launch times a variant's summary reads: all for plain, two for a ladder
+            wanted = kept if kind == "plain" else ([j, j + d] if kind == "ladder" else [])
+            steps.append([v, {k: clock[k] - clock[0] for k in wanted}, ends])
         cycle += 1
     clean.run()
     torch.cuda.synchronize()
@@ -172,8 +178,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cells", default=CELLS)
     parser.add_argument("--distances", default=DISTANCES)
-    parser.add_argument("--anchors", type=int, default=6)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--anchors", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--pdl", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--summarize", type=Path, help="print the tables of a saved LADDER_JSON, no GPU")
     args = parser.parse_args()
