@@ -659,7 +659,8 @@ def kernel_pass(
     plan, probes = _choose_plan(ops, timings, clean, clean_step_ms, per_op_cost, density, reach, pool, markers)
     if density == "sampled":
         result["stride_probes"] = probes.probes
-    result["pairing"] = sampled.pairing_note(plan, sampled.default_order(timings))
+    order = sampled.default_order(timings) if density == "sampled" else "rotate"
+    result["pairing"] = sampled.pairing_note(plan, order)
     result["reach"] = plan.reach if density == "sampled" else None
     variants = Variants(clean, ops, plan.variants, pool, markers, after_replay=plan.after_replay)
     if density == "dense":
@@ -681,7 +682,6 @@ def kernel_pass(
     solo_extra = sampled.one_per_step_variants(plan, names)
     extra = sorted({*solo_extra, *plan.piece_variants})  # piece variants: enough steps under CUPTI too
     rounds = sampled.extra_rounds(cycles) if extra else 0
-    order = sampled.default_order(timings) if density == "sampled" else "rotate"
     steps, clean_in_cycles = run_cycles(
         variants, clean, cycles, plan.follows, extra=extra, rounds=rounds, order_kind=order
     )
