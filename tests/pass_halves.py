@@ -1,4 +1,5 @@
-"""A recorded sampled pass split into two halves of its cycles, for the field tests of the gap total's error."""
+"""A recorded sampled pass (as ``benchmarks/field/gap_total_fixture.py`` cuts it) stitched again, and split into two
+halves of its cycles, for the field tests of the gap total."""
 
 from __future__ import annotations
 
@@ -6,6 +7,26 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
+
+from launchprobe.analysis import sampled
+from launchprobe.analysis.kernel_gaps import OpTiming
+
+
+def recorded_ops(cell: dict[str, Any]) -> list[OpTiming]:
+    """The recorded pass's ops as the stitch takes them."""
+    return [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
+
+
+def stitch_recorded(cell: dict[str, Any], steps: Sequence[Any]) -> sampled.Stitched:
+    """``steps`` of the recorded pass (all or some, [variant, length, ends, reference] in run order) stitched by
+    launchprobe as the pass stitched them: its plan, reach, durations and end shifts, at the clean steps' median."""
+    raw = cell["plan"]
+    plan = sampled.Plan(len(cell["names"]), raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
+    sampled_steps = [
+        sampled.SampledStep(v, length, {int(o): t for o, t in ends}, ref) for v, length, ends, ref in steps
+    ]
+    clean = float(np.median(cell["clean_in_cycles"]))
+    return sampled.stitch(recorded_ops(cell), sampled_steps, plan, cell["durations"], clean, cell["end_shifts"])
 
 
 def random_halves(steps: Sequence[Any], halvings: int, seed: int = 12) -> Iterator[tuple[list[Any], list[Any]]]:

@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pass_halves import random_halves
+from pass_halves import random_halves, recorded_ops, stitch_recorded
 
 from launchprobe.analysis import sampled
-from launchprobe.analysis.kernel_gaps import OpTiming
 
 FIXTURES = [
     Path(__file__).parent / "fixtures" / "field" / name
@@ -49,24 +48,13 @@ def _cell(shape: str, batch: int) -> dict[str, Any]:
     return next(c for c in _cells() if (c["shape"], c["bucket"]) == (shape, batch))
 
 
-def _stitch(cell: dict[str, Any], steps: list[Any]) -> sampled.Stitched:
-    ops = [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
-    raw = cell["plan"]
-    plan = sampled.Plan(len(ops), raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
-    sampled_steps = [
-        sampled.SampledStep(v, length, {int(o): t for o, t in ends}, ref) for v, length, ends, ref in steps
-    ]
-    clean = float(np.median(cell["clean_in_cycles"]))
-    return sampled.stitch(ops, sampled_steps, plan, cell["durations"], clean, cell["end_shifts"])
-
-
 def _halves(cell: dict[str, Any]) -> list[tuple[float, float]]:
     """The pass's cycles split in two at random (the k-th step of each variant is its k-th cycle), each half
     stitched alone: its total less the clean step's gaps, numpy's."""
     clean_gaps = float(np.median(cell["clean_in_cycles"])) - float(np.sum(cell["durations"]))
     out = []
     for parts in random_halves(cell["steps"], HALVINGS):
-        first, second = (_stitch(cell, part).gap_total_ns - clean_gaps for part in parts)
+        first, second = (stitch_recorded(cell, part).gap_total_ns - clean_gaps for part in parts)
         out.append((first, second))
     return out
 
@@ -82,8 +70,7 @@ CELLS = [
 
 def test_the_pass_at_a_layers_reach_is_the_eager_default() -> None:
     cell = _cell("llama-3-8b", 8)
-    ops = [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
-    assert cell["reach"] == sampled.default_reach(ops) == 11  # 10 ops a layer; the 14:21 cells ran at 4
+    assert cell["reach"] == sampled.default_reach(recorded_ops(cell)) == 11  # 10 ops a layer; the 14:21 cells ran at 4
     assert {c["reach"] for c in _fixture(0)} == {4}
     assert [c["reach"] for c in _fixture(2)] == [11]
 
@@ -94,7 +81,7 @@ def test_the_gap_total_is_decided_only_where_the_pass_can_decide_it(
 ) -> None:
     cell = _cell(shape, batch)
     as_run = cell["as_run"]
-    stitched = _stitch(cell, cell["steps"])
+    stitched = stitch_recorded(cell, cell["steps"])
     # the recorded pass, stitched again, is the pass as run; numpy's clean step less CUPTI's durations its reference
     assert stitched.gap_total_ns / 1e3 == pytest.approx(as_run["stitched_gap_total_us"], abs=0.01)
     clean_gaps = float(np.median(cell["clean_in_cycles"])) - float(np.sum(cell["durations"]))

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pass_halves import recorded_ops, stitch_recorded
 
 from launchprobe.analysis import sampled
-from launchprobe.analysis.kernel_gaps import OpTiming
 
 FIXTURE = Path(__file__).parent / "fixtures" / "field" / "variant_order_h200.json.gz"
 
@@ -30,20 +30,6 @@ FIXTURE = Path(__file__).parent / "fixtures" / "field" / "variant_order_h200.jso
 @cache
 def _cells() -> list[dict[str, Any]]:
     return list(json.loads(gzip.decompress(FIXTURE.read_bytes()))["cells"])
-
-
-def _ops(cell: dict[str, Any]) -> list[OpTiming]:
-    return [OpTiming(n, layer, h) for n, layer, h in zip(cell["names"], cell["layers"], cell["host_launched"])]
-
-
-def _stitch(cell: dict[str, Any], steps: list[Any]) -> sampled.Stitched:
-    raw = cell["plan"]
-    plan = sampled.Plan(len(cell["names"]), raw["spacing"], raw["variants"], raw["roles"], cell["reach"])
-    sampled_steps = [
-        sampled.SampledStep(v, length, {int(o): t for o, t in ends}, ref) for v, length, ends, ref in steps
-    ]
-    clean = float(np.median(cell["clean_in_cycles"]))
-    return sampled.stitch(_ops(cell), sampled_steps, plan, cell["durations"], clean, cell["end_shifts"])
 
 
 def _by_order(cell: dict[str, Any]) -> dict[str, list[Any]]:
@@ -80,11 +66,11 @@ def _by_order(cell: dict[str, Any]) -> dict[str, list[Any]]:
 def test_the_order_of_a_pairs_steps_moves_the_total_and_alternating_cancels_it(index: int) -> None:
     cell = _cells()[index]
     assert cell["shape"] == "llama-3.2-1b" and cell["mode"] == "eager"
-    assert sampled.default_order(_ops(cell)) == "alternate"  # what the pass does now in eager
+    assert sampled.default_order(recorded_ops(cell)) == "alternate"  # what the pass does now in eager
     as_run = cell["as_run"]
     clean_gaps = float(np.median(cell["clean_in_cycles"])) - float(np.sum(cell["durations"]))
     assert clean_gaps / 1e3 == pytest.approx(as_run["clean_gap_total_us"], abs=0.02)
-    whole = _stitch(cell, cell["steps"])
+    whole = stitch_recorded(cell, cell["steps"])
     assert whole.gap_total_ns / 1e3 == pytest.approx(as_run["stitched_gap_total_us"], abs=0.01)  # the pass as run
     tolerance = as_run["gap_total_tolerance_us"] * 1e3
     parts = _by_order(cell)
@@ -92,7 +78,7 @@ def test_the_order_of_a_pairs_steps_moves_the_total_and_alternating_cancels_it(i
     for steps in parts.values():  # the cycles alternated: each order holds about half the pairs' steps
         share = sum(1 for v, *_ in steps if cell["plan"]["roles"][v] in ("far", "near")) / paired
         assert 0.4 < share < 0.6, share
-    far_first, near_first = (_stitch(cell, steps) for steps in parts.values())
+    far_first, near_first = (stitch_recorded(cell, steps) for steps in parts.values())
     long, short = far_first.gap_total_ns - clean_gaps, near_first.gap_total_ns - clean_gaps
     error = math.hypot(far_first.gap_total_noise_ns, near_first.gap_total_noise_ns)
     assert long - short > 2.5 * error, (long, short, error)  # the order moves the total beyond its noise
