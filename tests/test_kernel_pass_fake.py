@@ -186,6 +186,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert result.stitched and result.picture == "stitched", result.refusal
     assert result.sequence_check.startswith("same kernel sequence (36 kernels)"), result.sequence_check
     assert result.pairing.startswith("paired events") and result.stride_probes
+    # eager probes the plan's paired variants as the cycles run them, the graph modes the densest variant alone
+    ran = {p.variants for p in result.stride_probes}
+    assert ran == {1} if mode != "eager" else all(2 <= (r or 0) <= sampled.PROBE_VARIANTS for r in ran), ran
     reach = result.reach  # eager: a layer's 10 ops + 1 (``default_reach``), else the default
     assert reach == (11 if mode == "eager" else sampled.DEFAULT_REACH)
     assert result.stride is not None and reach + 2 <= result.stride <= 33 - reach

@@ -56,6 +56,7 @@ from launchprobe.analysis.sampled import (
     pairing_note,
     piece_boundaries,
     piece_cupti_effects,
+    probe_variants,
     sequence_problem,
     sound_corrections,
     split_steps,
@@ -622,6 +623,18 @@ def test_initial_spacing_from_the_measured_event_cost() -> None:
     assert initial_spacing([1e9] * 20, 1e6) == 16  # n - r: one pair per variant
     assert initial_spacing([1e9] * 20, 1e6, reach=2) == 18
     assert initial_spacing([1.0], 1e6) == 6
+
+
+def test_the_eager_probe_runs_both_variants_of_anchor_offsets_spread_over_the_spacing() -> None:
+    few = pair_plan(19, 13, reach=11)  # anchors 0..7 only: all 16 paired variants
+    assert probe_variants(few) == [v for v, role in enumerate(few.roles) if role in ("far", "near")]
+    many = pair_plan(323, 40, reach=11)  # 40 offsets: 8 of them, far and near each
+    picked = probe_variants(many)
+    assert len(picked) == 16 and [many.roles[v] for v in picked] == ["far", "near"] * 8
+    firsts = [many.variants[v][0] for v in picked[::2]]
+    assert firsts == [5 * i for i in range(8)]  # anchor offsets 0, 5, .., 35 of 0..39
+    assert all(many.variants[far][0] == many.variants[near][0] for far, near in zip(picked[::2], picked[1::2]))
+    assert len(probe_variants(many, count=4)) == 4
 
 
 def test_choose_stride_widens_until_within_budget() -> None:

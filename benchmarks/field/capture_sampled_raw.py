@@ -4,7 +4,8 @@ Lab tool behind tests/fixtures/field/sampled_h200.json.gz: it wraps four functio
 ``run_cycles``, ``clean_reference``, ``stitch``, and the counting pass) to record their inputs and outputs, then
 runs the bench's ``main()`` unchanged. OUTDIR/raw.json.gz gets one record per counting pass (``counts_for``,
 ``counts``) and one per kernel pass: mode, bucket, reach, op names, layers, host_launched, the plan, durations,
-every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]), every clean step timed in
+every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], reference_ns]; ``probe_steps``: the same
+for each round of the eager stride probes, variants numbered within the probe), every clean step timed in
 the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``, ``cupti_clean_in_cycles``) and
 for the timer pairs (``timer_steps``, ``timer_clean_in_cycles``; ``timer_durations``: each target op's duration in
 the timer steps under CUPTI; ``timer_cupti_steps``: those steps' timer readings), CUPTI's clean steps (kernel
@@ -77,6 +78,9 @@ def main() -> None:
             if timers:  # the timer steps under CUPTI (``timer_durations``, ``timer_cupti_steps``)
                 return steps, clean_ns
         rows = [[s.variant, s.step_ns, sorted(s.ends.items()), s.reference_ns] for s in steps]
+        if "first_cycle" in kwargs:  # an eager stride probe's round (``kp.cycled``): its steps, not the pass's
+            current.setdefault("probe_steps", []).append(rows)
+            return steps, clean_ns
         if timers:  # the timer pairs' steps: timer readings, GPU clock
             current["timer_steps"], current["timer_clean_in_cycles"] = rows, clean_ns
         elif "steps" in current:  # the second call: the cycle the pass runs again under CUPTI

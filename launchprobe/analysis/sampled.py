@@ -101,6 +101,11 @@ OP_GAP_ABS_NS, OP_GAP_REL = 1_000, 0.15  # per op class median gap (and duration
 # errors of that difference and, unless the head or piece variants read it (nothing but CUPTI differs there), than
 # the op bar: CUPTI's value is then not that class's clean gap.
 CUPTI_EFFECT_SIGMAS = 2.0
+# An eager stride probe runs this many of the candidate plan's paired variants, as the cycles run them: a variant
+# run back to back with itself after two clean steps (the graph modes' probe) hides its host cost in the queue the
+# clean steps left. On the H200 (8B eager, spacings 18-21) that probe read +0.5 to +1.1% where the cycles' paired
+# variants then read +1.6 to +1.9% pooled and their slowest +2.1 to +2.7% (docs/performance.md).
+PROBE_VARIANTS = 16
 # Piece boundaries timed per piece variant (two host events each): few enough to cost the step nothing measurable.
 PIECES_PER_STEP = 2
 # The variants that measure an op occurring once per step (embed, final_norm, lm_head) run until they have about
@@ -297,6 +302,18 @@ def pair_plan(
     return Plan(n_ops, m, variants, roles, reach)
 
 
+def probe_variants(plan: Plan, count: int = PROBE_VARIANTS) -> list[int]:
+    """The far and near variants an eager stride probe runs (``kernel_pass.cycled``): all of ``plan``'s, or, where
+    there are more than ``count``, both variants of ``count // 2`` anchor offsets spread evenly over the spacing."""
+    far = [v for v, role in enumerate(plan.roles) if role == "far"]
+    near = [v for v, role in enumerate(plan.roles) if role == "near"]
+    pairs = list(zip(far, near))
+    keep = max(1, count // 2)
+    if len(pairs) > keep:
+        pairs = [pairs[i * len(pairs) // keep] for i in range(keep)]
+    return [v for pair in pairs for v in pair]
+
+
 def dense_plan(n_ops: int) -> Plan:
     if n_ops < 1:
         raise ValueError("a sampling plan needs at least one op")
@@ -468,15 +485,15 @@ def choose_stride(
     overhead stays within ``target`` (an eager host that runs ahead of the GPU absorbs event records, and the
     worst-case prediction was too cautious).
 
-    ``measure(m)`` returns the measured overhead fraction of the densest variant at spacing m and its standard
-    error; a probe counts at its overhead plus that error, so that a noisy host (whose probes read anything from
-    -1% to +2% for one m) does not talk the choice into a spacing the cycles then find too dense. The chosen m is
-    the smallest probed one within ``accept`` (a probe of the search down: within ``target``, the bound it searched
-    by; the search down never probes again a spacing it widened from), else the smallest one probed while widening
-    within the budget; if even ``widest`` is over the budget,
-    m = widest and ``within_budget`` is False. On the H200 (8B eager b8, 2026-12-02 07:26 UTC) a probe of the
-    search down read +1.1% at m = 18, within ``accept`` but not ``target``; the cycles then ran +1.5% pooled and
-    +2.5% in the slowest variant."""
+    ``measure(m)`` returns the measured overhead fraction of the probe at spacing m (the densest variant; in eager
+    the paired variants as the cycles run them, ``PROBE_VARIANTS``) and its standard error; a probe counts at its
+    overhead plus that error, so that a noisy host (whose probes read anything from -1% to +2% for one m) does not
+    talk the choice into a spacing the cycles then find too dense. The chosen m is the smallest probed one within
+    ``accept`` (a probe of the search down: within ``target``, the bound it searched by; the search down never
+    probes again a spacing it widened from), else the smallest one probed while widening within the budget; if
+    even ``widest`` is over the budget, m = widest and ``within_budget`` is False. On the H200 (8B eager b8,
+    2026-12-02 07:26 UTC) a probe of the search down read +1.1% at m = 18, within ``accept`` but not ``target``;
+    the cycles then ran +1.5% pooled and +2.5% in the slowest variant."""
     if widest <= lowest:
         return StrideChoice(widest, 0.0, True)
     probes: list[tuple[int, float, float]] = []

@@ -431,6 +431,33 @@ def alternating(variant: Callable[[], Any], clean: Callable[[], Any], step_ms: f
     return statistics.median(cleans), statistics.median(ratios) - 1.0, error
 
 
+def cycled(variants: StepVariants, clean: StepRunner, step_ms: float, order_kind: str) -> tuple[float, float, float]:
+    """The variants against the clean step as the cycles run them (``run_cycles``: groups of ``CLEAN_EVERY``
+    variant steps back to back between clean blocks), each step set against the clean steps beside its group, in
+    rounds of about ``PROBE_TIME_S`` until the median ratio's standard error is within ``PROBE_ERROR`` or
+    ``PROBE_TIME_MAX_S`` is spent. The eager stride probe (``sampled.PROBE_VARIANTS``). Returns the clean step's
+    median ms, the median ratio less 1 and its standard error."""
+    n = len(variants)
+    per_cycle = n + LEAD_IN * (-(-n // sampled.CLEAN_EVERY) + 1)
+    cycles = max(1, round(PROBE_TIME_S * 1e3 / (per_cycle * max(step_ms, 1e-3))))
+    cleans: list[int] = []
+    overheads: list[float] = []
+    spent_ms = 0.0
+    first = 0
+    while True:
+        steps, clean_ns = run_cycles(
+            variants, clean, cycles, warm=first == 0, order_kind=order_kind, first_cycle=first
+        )  # fmt: skip
+        first += cycles
+        overheads += [s.step_ns / s.reference_ns - 1.0 for s in steps if s.reference_ns]
+        cleans += clean_ns
+        spent_ms += (sum(s.step_ns for s in steps) + LEAD_IN * sum(clean_ns)) / 1e6
+        error = sampled.median_error(overheads)
+        if error <= PROBE_ERROR or spent_ms >= PROBE_TIME_MAX_S * 1e3:
+            break
+    return statistics.median(cleans) / 1e6, statistics.median(overheads), error
+
+
 def run_cycles(
     variants: StepVariants,
     clean: StepRunner,
@@ -442,6 +469,7 @@ def run_cycles(
     warm: bool = True,
     ran: list[int] | None = None,
     order_kind: str = "rotate",
+    first_cycle: int = 0,
 ) -> tuple[list[sampled.SampledStep], list[int]]:
     """One warm-up pass over the variants (not read: a captured graph's first replays upload it), then cycles:
     every variant once (in ``order_kind``), back to back in groups of ``every``, with a clean block of ``LEAD_IN``
@@ -449,7 +477,8 @@ def run_cycles(
     cycles over the variants in ``extra`` alone (``sampled.extra_rounds``). Each sampled step carries the mean of
     the clean steps timed just before and after its group. Returns the sampled steps and every timed clean step,
     in run order; ``ran``, if given, gets every step run after the warm-up pass (``warm``): its variant, or -1 for a
-    clean step. ``order_kind``: the cycles' order (``sampled.variant_order``, ``sampled.default_order``)."""
+    clean step. ``order_kind``: the cycles' order (``sampled.variant_order``, ``sampled.default_order``);
+    ``first_cycle``: the number of the first cycle in that order (a probe's later rounds go on from its first)."""
     import torch
 
     out: list[sampled.SampledStep] = []
@@ -490,7 +519,7 @@ def run_cycles(
                     )
                 )
 
-    for cycle in range(cycles):
+    for cycle in range(first_cycle, first_cycle + cycles):
         one_cycle(sampled.variant_order(n, cycle, follows, order_kind=order_kind))
         for round_ in range(rounds if extra else 0):
             one_cycle(sampled.variant_order(n, cycle * rounds + round_, follows, extra, order_kind))
@@ -936,10 +965,18 @@ def _choose_plan(
     if density != "sampled":
         return sampled.dense_plan(n), probes
     head = sampled.head_op(timings)
+    eager = all(t.host_launched for t in timings)
+    ran: dict[int, int] = {}
 
     def overhead_at(spacing: int) -> tuple[float, float]:
-        densest = Variants(clean, ops, [sampled.pair_plan(n, spacing, reach, head).densest], pool, markers)
-        clean_ms, overhead, error = alternating(densest.runners[0].run, clean.run, clean_step_ms)
+        plan = sampled.pair_plan(n, spacing, reach, head)
+        if eager:  # as the cycles run them (sampled.PROBE_VARIANTS)
+            probed = Variants(clean, ops, [plan.variants[v] for v in sampled.probe_variants(plan)], pool, markers)
+            clean_ms, overhead, error = cycled(probed, clean, clean_step_ms, sampled.default_order(timings))
+        else:
+            probed = Variants(clean, ops, [plan.densest], pool, markers)
+            clean_ms, overhead, error = alternating(probed.runners[0].run, clean.run, clean_step_ms)
+        ran[spacing] = len(probed)
         probes.times.append(clean_ms)
         return overhead, error
 
@@ -948,7 +985,9 @@ def _choose_plan(
         sampled.widest_spacing(n, reach), start, overhead_at, lowest=sampled.min_spacing(reach),
         search_down=any(t.host_launched for t in timings),
     )  # fmt: skip
-    probes.probes = [{"stride": k, "overhead_fraction": o, "error_fraction": e} for k, o, e in choice.probes]
+    probes.probes = [
+        {"stride": k, "overhead_fraction": o, "error_fraction": e, "variants": ran[k]} for k, o, e in choice.probes
+    ]
     return sampled.pair_plan(n, choice.stride, reach, head, sampled.piece_boundaries(timings)), probes
 
 

@@ -368,7 +368,9 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
             + (f" +/- {p.error_fraction:.1%}" if p.error_fraction is not None else "")
             for p in kp.stride_probes
         )
-        lines.append(f"choosing {letter} (measured overhead of the densest variant): {probes}")
+        ran = max((p.variants or 1) for p in kp.stride_probes)
+        what = "the densest variant" if ran == 1 else f"up to {ran} paired variants, run as the cycles run them"
+        lines.append(f"choosing {letter} (measured overhead of {what}): {probes}")
     if kp.pairing and kp.density == "sampled":
         lines.append(f"pairing: {v.text(kp.pairing)}")
         if _paired(kp) and kp.end_shift_source and kp.end_shift_source.startswith("CUPTI"):

@@ -388,8 +388,9 @@ class CuptiCheck(Record, kw_only=True):
 
 class StrideProbe(Record, kw_only=True):
     stride: int
-    overhead_fraction: float  # measured: the densest variant at this stride against the clean step
+    overhead_fraction: float  # measured: the probed variants at this stride against the clean step
     error_fraction: float | None = None  # the standard error of that measurement
+    variants: int | None = None  # how many variants the probe ran: 1, the densest alone; more, as the cycles run
 
 
 # what decided KernelPass.overhead_within_budget (analysis/sampled.py, Overheads.basis)
