@@ -7,6 +7,7 @@ tests/test_sampled_gaps.py and, on a real GPU, tests/test_kernel_pass_gpu.py."""
 from __future__ import annotations
 
 import contextlib
+import statistics
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,13 +28,21 @@ class Clock:
         self.capturing: list[Callable[[], None]] | None = None
         self.trace: list[tuple[str, int, int]] | None = None
         self.launches = 0
+        self.queue_depth: int | None = None  # host-launched kernels in flight before a launch blocks (None: unbounded)
+        self.in_flight: list[float] = []  # their GPU end times
 
     def kernel(self, name: str, duration: float) -> None:
         if self.capturing is not None:
             self.capturing.append(lambda: self._run(name, duration, replayed=True))
             return
+        if self.queue_depth is not None:  # a full launch queue holds the host until its oldest kernel ends
+            self.in_flight = [end for end in self.in_flight if end > self.host]
+            if len(self.in_flight) >= self.queue_depth:
+                self.host = self.in_flight[len(self.in_flight) - self.queue_depth]
+                self.in_flight = self.in_flight[len(self.in_flight) - self.queue_depth + 1 :]
         self.host += self.launch_ns
         self._run(name, duration, replayed=False)
+        self.in_flight.append(self.gpu)
 
     def _run(self, name: str, duration: float, replayed: bool) -> None:
         start = max(self.gpu, self.host + (0 if replayed else 2_000))
@@ -253,6 +262,31 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     import msgspec
 
     assert msgspec.convert(msgspec.to_builtins(result), type(result)) == result  # the record round-trips
+
+
+def test_the_eager_probe_reads_what_the_cycles_read_where_the_launch_queue_hides_a_variant_run_after_clean_steps(
+    fake_cuda: Clock,
+) -> None:
+    """A model of the 8B eager case (docs/performance.md, 2026-12-03): a host just faster than the GPU (9.4 us a
+    launch, 10 us a kernel) banks a lead in the launch queue during clean steps, and a variant's records (8 us each,
+    8 a step) spend more than the step's slack: two variant steps after two clean ones run mostly on the lead (the
+    graph modes' probe reads a third of the cost), eight back to back in the cycles exhaust it. The eager probe runs
+    its variants as the cycles do and reads what they read."""
+    fake_cuda.launch_ns, fake_cuda.record_ns, fake_cuda.queue_depth = 9_400, 8_000, 64
+    ops = [Op(f"op{i % 10}", i // 10, lambda: CLOCK.kernel("k", 10_000)) for i in range(60)]
+    clean, clean_ms = clean_runner("eager", ops)
+    plan = sampled.pair_plan(len(ops), 13, reach=11)
+    paired = [v for v, role in enumerate(plan.roles) if role in ("far", "near")]
+    every = kernel_pass.Variants(clean, ops, [plan.variants[v] for v in paired], None, None)
+    steps, _ = kernel_pass.run_cycles(every, clean, 6, order_kind="alternate")
+    cycles = statistics.median(s.step_ns / (s.reference_ns or 1) - 1 for s in steps)
+    probed = kernel_pass.Variants(clean, ops, [plan.variants[v] for v in sampled.probe_variants(plan)], None, None)
+    _, probe, _ = kernel_pass.cycled(probed, clean, clean_ms, "alternate")
+    densest = kernel_pass.Variants(clean, ops, [plan.densest], None, None)
+    _, alone, _ = kernel_pass.alternating(densest.runners[0].run, clean.run, clean_ms)
+    assert cycles > 0.03  # the records cost the cycles' steps (6-8 events of 8 us against a 0.6 ms step)
+    assert abs(probe - cycles) < 0.25 * cycles, (probe, cycles)
+    assert alone < 0.5 * cycles, (alone, cycles)
 
 
 @pytest.mark.parametrize("mode", ["eager", "full"])

@@ -76,8 +76,10 @@ from launchprobe.run.schema import (
 
 OVERHEAD_BUDGET = 0.02  # the sampled step stays within 2% of clean (issue 12)
 OVERHEAD_TARGET = 0.01  # k is first chosen for half the budget, leaving room for noise
-# A probe (the densest variant) is accepted within this: across the 42-194 variants of a cell the slowest read up
-# to 0.6 points over its probe (H200, docs/performance.md), so the probe leaves that much of the budget.
+# A probe is accepted within this: across the 42-194 variants of a graph cell the slowest read up to 0.6 points over
+# its probe of the densest variant, in 8B eager up to 0.8 over its probe of the paired variants (H200, on a moving
+# 1B eager host the slowest of 200-300 reads high by noise: ``Overheads``; docs/performance.md), so the probe leaves
+# that much of the budget.
 OVERHEAD_ACCEPT = 0.014
 CUPTI_TRUST = 0.05  # CUPTI's own step within 5% of clean: its timestamps describe the clean step
 GAP_TOTAL_REL, GAP_TOTAL_ABS_NS = 0.10, 50_000  # stitched gap total vs clean idle: 10% or 50 us, the larger
