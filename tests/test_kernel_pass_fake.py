@@ -222,6 +222,9 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     # the stitched total's error reaches the run file, well inside the tolerance on the fake's steady host
     assert check.total_gap_noise_ns is not None and check.total_gap_tolerance_ns is not None
     assert 0 <= check.total_gap_noise_ns < check.total_gap_tolerance_ns / 2
+    # and the overlap the gaps' noise makes, beside the busy check: small beside its 5% there
+    assert check.busy_noise_overlap_ns is not None and check.cupti_op_busy_ns is not None
+    assert abs(check.busy_noise_overlap_ns) < 0.01 * check.cupti_op_busy_ns
     assert check.ops and check.ops_agree, [(o.op, o.gap_diff_ns) for o in check.ops if not o.gap_agrees]
     assert check.agrees
     # the pass's cycle read again while the fake CUPTI ran: nothing in the fake moves under CUPTI, so alike

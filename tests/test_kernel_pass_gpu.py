@@ -180,7 +180,7 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         assert all(o.start_bias_ns is not None for o in check.ops if o.op != rows[0].op)
     if mode == "full":  # nothing on the host in the way: the stitched step is the clean one
         assert check.total_gap_agrees, (check.events_total_gap_ns, check.clean_idle_ns, check.total_gap_noise_ns)
-        assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns)
+        assert check.busy_agrees, (check.events_busy_ns, check.cupti_op_busy_ns, check.busy_noise_overlap_ns)
     timers = result.timer_pairs  # graph modes: each op after a graphed op, read by a timer pair
     if mode == "eager":
         assert timers is None

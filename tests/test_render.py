@@ -437,6 +437,17 @@ def test_kernel_pass_sections() -> None:
     assert "about 64x the steps per variant" in plain_output(run, width=400)
     eager_check.total_gap_steps_to_decide = None  # nothing would decide it
     assert "more steps per variant with --kernel-seconds" in plain_output(run, width=400)
+    # a busy short of CUPTI's by what its noisy positions may overlap: said, with the overlap, and not decided
+    assert "the gaps' noise alone" not in text
+    eager_check.busy_noise_overlap_ns, eager_check.busy_agrees = 525_300.0, None
+    noisy = plain_output(run, width=500)
+    assert (
+        "5% allowed; the gaps' noise alone overlaps ops by about 525 us: too much to tell it within 5% or beyond "
+        "(more steps per variant with --kernel-seconds)): not decided"
+    ) in noisy
+    eager_check.busy_noise_overlap_ns, eager_check.busy_agrees = 12_000.0, True
+    assert "5% allowed; the gaps' noise alone overlaps ops by about 12.0 us): AGREE" in plain_output(run, width=500)
+    eager_check.busy_noise_overlap_ns = None
     assert "CUPTI\ngap us" not in text and "DIFF" in text  # the op table carries CUPTI's column where compared
     strips = [line for line in text.splitlines() if line.lstrip().startswith(("eager ", "full ")) and "|" in line]
     eager, full = strips

@@ -26,6 +26,7 @@ from launchprobe.analysis.sampled import (
     StitchRefused,
     VariantEffect,
     anchor_effects,
+    busy_verdict,
     capture_shifts,
     choose_stride,
     clean_check,
@@ -50,6 +51,7 @@ from launchprobe.analysis.sampled import (
     initial_spacing,
     instrumented_rows,
     local_overheads,
+    noise_overlap_ns,
     one_per_step_variants,
     op_class_checks,
     pair_plan,
@@ -801,6 +803,71 @@ def test_the_gap_total_is_decided_at_two_of_its_standard_errors() -> None:
     slow = _stitched_like([(10_000, 30_000), (35_000, 70_000), (80_000, 100_000)], 100_000)  # busy 20% over
     slow.gap_total_noise_ns = 30_000.0  # type: ignore[attr-defined]
     assert clean_check(slow, 100_000.0, ref)["agrees"] is False  # type: ignore[arg-type]
+
+
+def test_busy_verdict_takes_the_overlap_the_gaps_noise_makes_as_a_shortfall_it_may_explain() -> None:
+    # without the noise the busy would read between diff and diff + overlap: decided where all of that is on one side
+    assert busy_verdict(-20_000, 50_000, 10_000) is True
+    assert busy_verdict(-20_000, 50_000, 80_000) is None  # within, but the noise may hide an excess of 10 us
+    assert busy_verdict(-120_000, 50_000, 100_000) is None  # short by 120 us, of which the noise may make 100
+    assert busy_verdict(-120_000, 50_000, 40_000) is False  # short by 80 us even without the noise's overlap
+    assert busy_verdict(60_000, 50_000, 0.0) is False  # over: noise never makes the union longer
+    assert busy_verdict(0, 50_000, 0.0) is True
+    # in the check: a stitched busy 12.5% short of CUPTI's (ten ops pulled 2 us back, 1 us into the op before) whose
+    # gaps carry enough noise to make that overlap is not decided, and neither is the whole check; the same
+    # shortfall from exact gaps disagrees (CUPTI's step 30% long: not compared op for op, its busy the reference)
+    ops = [(5_000 * i, 5_000 * i + 4_000) for i in range(20)]
+    ref = cupti_reference(_reference_steps(130_000, ops, 3), [130_000.0] * 3, [1, 1, 1])
+    short = _stitched_like([(s - 2_000 * (i % 2), e - 2_000 * (i % 2)) for i, (s, e) in enumerate(ops)], 100_000)
+    exact = clean_check(short, 100_000.0, ref)  # type: ignore[arg-type]
+    assert exact["busy_agrees"] is False and exact["agrees"] is False and exact["busy_noise_overlap_ns"] == 0
+    assert exact["busy_rel_diff"] == pytest.approx(0.125)
+    for row in short.rows[1:]:  # type: ignore[attr-defined]
+        row["gap_noise_ns"] = 2_000.0
+    noisy = clean_check(short, 100_000.0, ref)  # type: ignore[arg-type]
+    assert noisy["busy_noise_overlap_ns"] > 10_000 - 4_000  # more than the shortfall beyond the bar (4 us of 80)
+    assert noisy["busy_agrees"] is None and noisy["agrees"] is None
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> float:
+    """The union of intervals, numpy's: sorted by start, each adds what it reaches past the furthest end before it."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order].astype(float), ends[order].astype(float)
+    reach = np.maximum.accumulate(np.concatenate(([-np.inf], e[:-1])))
+    return float(np.sum(np.maximum(0.0, e - np.maximum(s, reach))))
+
+
+def test_the_gaps_noise_overlaps_the_stitched_ops_by_about_what_noise_overlap_ns_says() -> None:
+    """An eager host behind its GPU (launches 6 us, kernels 3 us: gaps of about 3 us, no op overlapping another in
+    the clean step) whose launches jitter by 6 us: stitched from 6 cycles, each gap carries a few us of error and
+    the union of the stitched ops reads short of the clean busy (the durations summed). Over 30 passes
+    ``noise_overlap_ns`` reads one to four times that shortfall on average, rises with it, and a 1% bound on busy,
+    which the shortfall alone breaks in most passes, is never called broken."""
+    n, reach, cycles = 40, 11, 6
+    durations = [3_000] * n
+    plan = pair_plan(n, 2 * reach, reach)
+    shortfalls, overlaps, old_misses, verdicts = [], [], 0, []
+    for seed in range(30):
+        stream = Stream(duration_ns=durations, launch_ns=[6_000] * n, jitter_ns=6_000, seed=seed)
+        steps, _ = run_sampled(stream, plan.variants, cycles, follows=plan.follows)
+        result = stitch(timings(n), steps, plan, durations)
+        starts = np.array([r["start_ns"] for r in result.rows])
+        busy = _union(starts, starts + np.array(durations))
+        assert busy == pytest.approx(result.busy_ns)
+        truth = float(sum(durations))
+        shortfalls.append(truth - busy)
+        overlaps.append(noise_overlap_ns(result.rows))
+        old_misses += abs(busy - truth) > 0.01 * truth
+        verdicts.append(busy_verdict(busy - truth, 0.01 * truth, overlaps[-1]))
+    assert np.mean(shortfalls) > 0.01 * sum(durations) and old_misses > 15
+    assert np.mean(shortfalls) <= np.mean(overlaps) <= 4 * np.mean(shortfalls), (shortfalls, overlaps)
+    assert np.corrcoef(shortfalls, overlaps)[0, 1] > 0.3
+    assert False not in verdicts
+    # no jitter: the gaps are exact, nothing overlaps, and the noise makes no overlap
+    clean_stream = Stream(duration_ns=durations, launch_ns=[6_000] * n)
+    steps, _ = run_sampled(clean_stream, plan.variants, cycles, follows=plan.follows)
+    exact = stitch(timings(n), steps, plan, durations)
+    assert exact.busy_ns == sum(durations) and noise_overlap_ns(exact.rows) == 0
 
 
 @pytest.mark.parametrize(("jitter", "n", "reach"), [(0, 24, 4), (6_000, 24, 4), (6_000, 40, 11)])

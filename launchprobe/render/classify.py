@@ -628,6 +628,17 @@ def _steps_to_decide(check: CuptiCheck) -> str:
     return f"about {factor:.0f}x the steps" if factor >= 10 else f"about {factor:.1f}x the steps"
 
 
+def _noise_overlap_clause(check: CuptiCheck) -> str:
+    """What the gaps' noise alone does to the stitched busy, where it is worth saying (1 us or more)."""
+    overlap = check.busy_noise_overlap_ns
+    if overlap is None or overlap < 1_000:
+        return ""
+    clause = f"; the gaps' noise alone overlaps ops by about {v.sig(overlap, 1e-3)} us"
+    if check.busy_agrees is None:
+        clause += ": too much to tell it within 5% or beyond (more steps per variant with --kernel-seconds)"
+    return clause
+
+
 def _cupti_lines(kp: KernelPass) -> list[str]:
     check = kp.cupti_check
     if check is None:
@@ -664,7 +675,9 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
     lines.append(
         f"check, busy: {v.fixed(check.events_busy_ns, 3, 1e-6)} ms stitched vs "
         f"{v.fixed(check.cupti_op_busy_ns if check.cupti_op_busy_ns is not None else check.cupti_busy_ns, 3, 1e-6)}"
-        f" ms CUPTI ({v.percent(check.busy_rel_diff, 1)} apart, 5% allowed): {word[check.busy_agrees]}"
+        f" ms CUPTI ({v.percent(check.busy_rel_diff, 1)} apart, 5% allowed"
+        + _noise_overlap_clause(check)
+        + f"): {word[check.busy_agrees]}"
     )
     if check.ops:
         bad = [o for o in check.ops if not o.gap_agrees]

@@ -362,7 +362,8 @@ class CuptiCheck(Record, kw_only=True):
     cupti_busy_ns: float | None = None  # union of kernel intervals per step
     cupti_op_busy_ns: float | None = None  # union of op intervals (first kernel start to last kernel end)
     busy_rel_diff: float | None = None
-    busy_agrees: bool | None = None
+    busy_agrees: bool | None = None  # beyond the overlap the gaps' noise makes; None: not decided (older: no None)
+    busy_noise_overlap_ns: float | None = None  # that overlap: how short noise alone reads the stitched busy
     events_total_gap_ns: float | None = None  # the stitched gaps summed, signed (older files: the stitched idle)
     clean_gap_total_ns: float | None = None  # clean step less CUPTI's op durations summed: its gaps, signed
     clean_idle_ns: float | None = None  # clean step time minus CUPTI busy
@@ -383,7 +384,7 @@ class CuptiCheck(Record, kw_only=True):
     cupti_median_gap_ns: float | None = None
     total_gap_rel_diff: float | None = None
     median_gap_abs_diff_ns: float | None = None
-    agrees: bool | None = None  # None: not decided (the gap total is not, and nothing disagrees)
+    agrees: bool | None = None  # None: not decided (the gap total or busy is not, and nothing disagrees)
 
 
 class StrideProbe(Record, kw_only=True):
