@@ -414,6 +414,14 @@ def test_kernel_pass_sections() -> None:
     assert "(CUPTI's gap 1.66 us in its clean steps later in the pass, 68% beyond the bar)" in plain_output(
         run, width=500
     )
+    # most of them: the class is not decided, and the classes' verdict with it
+    miss.gap_verdict, miss.cupti_cycle_off_bar_fraction = "not decided", 0.99
+    ops_agree, check.ops_agree = check.ops_agree, None
+    assert (
+        "1 not decided: CUPTI's own clean steps later in the pass put the class beyond the bar of its reference: "
+        "not decided ("
+    ) in plain_output(run, width=500)
+    miss.gap_verdict, check.ops_agree = "disagree", ops_agree
     miss.cupti_cycle_off_bar_fraction = 0.05  # a few steps: not said
     assert "later in the pass" not in plain_output(run, width=500)
     miss.cupti_cycle_gap_ns_median = miss.cupti_cycle_off_bar_fraction = None

@@ -221,3 +221,9 @@ def test_with_events_judges_every_class_by_the_better_reading() -> None:
     good = timer_pairs.with_events(timers[:1], [events[0], events[1]])
     assert good.ops_agree is True and good.misses == []
     assert timer_pairs.with_events(timers, [{"op": "embed"}]).ops_agree is None  # a class with no verdict
+    # an events' class not decided (CUPTI's own later clean steps leave its reference): the whole not decided,
+    # unless another class misses
+    open_ = {"op": "o_proj", "gap_verdict": "not decided", "gap_diff_ns": -1_240.0}
+    undecided = timer_pairs.with_events(timers[:1], [events[0], events[1], open_])
+    assert undecided.ops_agree is None and undecided.misses == [] and undecided.from_events == ["embed", "o_proj"]
+    assert timer_pairs.with_events(timers, [events[0], open_, events[3]]).ops_agree is False  # lm_head misses

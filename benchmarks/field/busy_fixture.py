@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
-from fixture_cut import cut, recorded_passes  # noqa: E402
+from fixture_cut import cut, eager_passes, wanted_cells  # noqa: E402
 
 WANTED: dict[tuple[int, int], set[int] | None] = {}  # (ops, batch) -> which such passes (1-based), None: all
 CUPTI_STEPS = 32
@@ -25,40 +25,17 @@ CUPTI_STEPS = 32
 
 def _cells(out_dir: Path) -> list[dict[str, Any]]:
     out = []
-    seen: dict[tuple[int, int], int] = {}
-    for record, cell in recorded_passes(out_dir, ("eager",)):
-        key = (len(record["names"]), int(record["bucket"]))
-        seen[key] = seen.get(key, 0) + 1
-        nth = WANTED.get(key, set())
-        if key not in WANTED or (nth is not None and seen[key] not in nth):
-            continue
+    for record, cell, stitched in eager_passes(out_dir, WANTED):
         cupti = record["cupti"]
         kernels = [
             [[start - step[0][0], end - step[0][0]] for start, end in step] for step in cupti["kernels"][:CUPTI_STEPS]
         ]
         check = cell["kernel_pass"]["cupti_check"]
+        as_run = {key: check.get(key) for key in ("events_busy_ns", "cupti_busy_ns", "cupti_op_busy_ns")}
+        as_run |= {key: check.get(key) for key in ("busy_rel_diff", "busy_agrees")}
+        as_run |= {"clean_spread": cell["clean_spread"], "gap_total_noise_us": cell["gap_total_noise_us"]}
         out.append(
-            {
-                "shape": cell["shape"],
-                "mode": record["mode"],
-                "bucket": record["bucket"],
-                "reach": record["reach"] or cell["kernel_pass"]["reach"],
-                "names": record["names"],
-                "layers": record["layers"],
-                "host_launched": record["host_launched"],
-                "plan": record["plan"],
-                "durations": record["durations"],
-                "end_shifts": record["stitch_args"][1],
-                "steps": record["steps"],
-                "clean_in_cycles": record["clean_in_cycles"],
-                "cupti_kernels": kernels,
-                "cupti_step_ns": cupti["step_ns"][:CUPTI_STEPS],
-                "as_run": {
-                    key: check.get(key)
-                    for key in ("events_busy_ns", "cupti_busy_ns", "cupti_op_busy_ns", "busy_rel_diff", "busy_agrees")
-                }
-                | {"clean_spread": cell["clean_spread"], "gap_total_noise_us": cell["gap_total_noise_us"]},
-            }
+            stitched | {"cupti_kernels": kernels, "cupti_step_ns": cupti["step_ns"][:CUPTI_STEPS], "as_run": as_run}
         )
     return out
 
@@ -69,14 +46,7 @@ def main() -> None:
         at = sys.argv.index("--cupti-steps")
         CUPTI_STEPS = int(sys.argv[at + 1])
         del sys.argv[at : at + 2]
-    if "--cells" in sys.argv:
-        at = sys.argv.index("--cells")
-        for item in sys.argv[at + 1].split(","):
-            ops, batch, *nth = item.split(":")
-            chosen = WANTED.setdefault((int(ops), int(batch)), set() if nth else None)
-            if nth and chosen is not None:
-                chosen.add(int(nth[0]))
-        del sys.argv[at : at + 2]
+    WANTED.update(wanted_cells(sys.argv))
     cut(__doc__.splitlines()[0], _cells)
 
 

@@ -52,6 +52,54 @@ def restitch(record: dict[str, Any], reach: int, end_shifts: list[int | None] | 
     return sampled.stitch(ops, steps, plan, record["durations"], clean, end_shifts), clean
 
 
+def wanted_cells(argv: list[str]) -> dict[tuple[int, int], set[int] | None]:
+    """``--cells OPS:BATCH[:N],...`` taken out of ``argv``: per (op count, batch), which such passes of an OUTDIR
+    (1-based), None for all."""
+    wanted: dict[tuple[int, int], set[int] | None] = {}
+    if "--cells" in argv:
+        at = argv.index("--cells")
+        for item in argv[at + 1].split(","):
+            ops, batch, *nth = item.split(":")
+            chosen = wanted.setdefault((int(ops), int(batch)), set() if nth else None)
+            if nth and chosen is not None:
+                chosen.add(int(nth[0]))
+        del argv[at : at + 2]
+    return wanted
+
+
+def eager_passes(
+    out_dir: Path, wanted: dict[tuple[int, int], set[int] | None]
+) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """The eager passes of OUTDIR that ``wanted`` asks for, each with its cell and what it stitched: op names,
+    layers, host-launched flags, the plan, the reach, CUPTI's op durations, the end shifts, every sampled step with
+    its clean reference, the clean steps timed in the cycles."""
+    out = []
+    seen: dict[tuple[int, int], int] = {}
+    for record, cell in recorded_passes(out_dir, ("eager",)):
+        key = (len(record["names"]), int(record["bucket"]))
+        seen[key] = seen.get(key, 0) + 1
+        nth = wanted.get(key, set())
+        if key not in wanted or (nth is not None and seen[key] not in nth):
+            continue
+        stitched = {
+            "shape": cell["shape"],
+            "mode": record["mode"],
+            "bucket": record["bucket"],
+            # raw files recorded before the capture kept the pass's own reach hold the requested one (None)
+            "reach": record["reach"] or cell["kernel_pass"]["reach"],
+            "names": record["names"],
+            "layers": record["layers"],
+            "host_launched": record["host_launched"],
+            "plan": record["plan"],
+            "durations": record["durations"],
+            "end_shifts": record["stitch_args"][1],
+            "steps": record["steps"],
+            "clean_in_cycles": record["clean_in_cycles"],
+        }
+        out.append((record, cell, stitched))
+    return out
+
+
 def cut(description: str, cells: Callable[[Path], list[dict[str, Any]]]) -> None:
     """The cutters' command line: FIXTURE OUTDIR [OUTDIR ...] [--provenance TEXT]; writes {provenance, cells}."""
     parser = argparse.ArgumentParser(description=description)

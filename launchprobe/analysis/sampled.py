@@ -70,6 +70,7 @@ from launchprobe.run.schema import (
     GAP_AGREE_ACROSS_CAPTURES,
     GAP_AGREE_LIKE_FOR_LIKE,
     GAP_DISAGREE,
+    GAP_NOT_DECIDED,
     OVERHEAD_BASIS_POOLED,
     OVERHEAD_BASIS_SLOWEST,
 )
@@ -104,6 +105,11 @@ OP_GAP_ABS_NS, OP_GAP_REL = 1_000, 0.15  # per op class median gap (and duration
 # errors of that difference and, unless the head or piece variants read it (nothing but CUPTI differs there), than
 # the op bar: CUPTI's value is then not that class's clean gap.
 CUPTI_EFFECT_SIGMAS = 2.0
+# A class whose events miss CUPTI's reference is not decided where at least this share of CUPTI's own clean steps
+# later in the pass (the CUPTI cycle's) put it beyond the bar of that reference. On the H200 (1B eager b64,
+# 2026-12-03 06:38 UTC) attention read 0.34 us by the events, 1.46 by CUPTI's reference and -0.72 in 99% of
+# CUPTI's later clean steps; in 167 other class checks of 14 passes with CUPTI trusted none reached a half.
+CUPTI_CYCLE_UNSTEADY = 0.5
 # An eager stride probe runs this many of the candidate plan's paired variants, as the cycles run them: a variant
 # run back to back with itself after two clean steps (the graph modes' probe) hides its host cost in the queue the
 # clean steps left. On the H200 (8B eager, spacings 18-21) that probe read +0.5 to +1.1% where the cycles' paired
@@ -1422,8 +1428,9 @@ def op_class_checks(
     09:06 UTC).
 
     With ``cycle_clean`` (``cycle_clean_gaps``), each class carries CUPTI's value in the cycle's clean steps and the
-    share of them beyond the bar of the reference's (``cupti_cycle_gap_ns_median``, ``cupti_cycle_off_bar_fraction``):
-    it changes no verdict.
+    share of them beyond the bar of the reference's (``cupti_cycle_gap_ns_median``, ``cupti_cycle_off_bar_fraction``).
+    Where the events miss the reference and at least ``CUPTI_CYCLE_UNSTEADY`` of those steps put the class beyond
+    its bar, CUPTI does not hold its own value to the bar and the class is not decided.
 
     With ``start_bias`` (per class, ``start_shifts``' ``bias_ns``), each class carries its bias (``start_bias_ns``):
     what an event after an op does to its start puts into the gap as the pairs read it. It explains a miss; it
@@ -1432,7 +1439,8 @@ def op_class_checks(
     ``gap_verdict``: "agree" where the events' clean reading is within the bar of CUPTI's; "agree like for like"
     where it is not, CUPTI moves the class and the like-for-like reading is within the bar; "agree across
     captures" where neither holds, the second capture moved the class and the reading is within the bar of the
-    second capture's value; else "disagree"."""
+    second capture's value; "not decided" where none holds and CUPTI's own later clean steps put the class beyond
+    the bar of its reference (``cycle_clean``); else "disagree"."""
     if ref.op_gap_ns is None or ref.op_duration_ns is None or len(ref.op_gap_ns) != len(rows):
         return []
     groups: dict[str, list[int]] = {}
@@ -1500,6 +1508,9 @@ def op_class_checks(
             )
             if row["gap_verdict"] == GAP_DISAGREE and other["beyond_bar"] and second_agrees:
                 row["gap_verdict"] = GAP_AGREE_ACROSS_CAPTURES
+        unsteady = later is not None and later["off_bar_fraction"] >= CUPTI_CYCLE_UNSTEADY
+        if row["gap_verdict"] == GAP_DISAGREE and unsteady:
+            row["gap_verdict"] = GAP_NOT_DECIDED
         if compare_durations:
             row.update(
                 events_duration_ns_median=events_dur,
@@ -1650,14 +1661,20 @@ def clean_check(
             piece_effects=piece_effects,
             cycle_clean=cycle_clean,
         )
-    ops_agree = all(o["gap_verdict"] != GAP_DISAGREE for o in ops) if ops else None
+    verdicts = {o["gap_verdict"] for o in ops}
+    ops_agree = (
+        None
+        if not ops or (GAP_NOT_DECIDED in verdicts and GAP_DISAGREE not in verdicts)
+        else (GAP_DISAGREE not in verdicts)
+    )
+    ops_undecided = GAP_NOT_DECIDED in verdicts and GAP_DISAGREE not in verdicts
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None
     total_ok = gap_total_verdict(gap_diff, tolerance, stitched.gap_total_noise_ns)
     busy_ok = busy_verdict(stitched.busy_ns - busy_ref, BUSY_REL * busy_ref, overlap) if busy_ref else False
     agrees: bool | None = False
     if busy_ok is not False and total_ok is not False and ops_agree is not False:
-        agrees = None if total_ok is None or busy_ok is None else True
+        agrees = None if total_ok is None or busy_ok is None or ops_undecided else True
     if within and not trusted:
         trust = (
             f"CUPTI's step is {cupti_overhead:+.1%} off clean, but the host moved over the pass: with no one clean "

@@ -15,6 +15,7 @@ from launchprobe.run.schema import (
     GAP_AGREE_ACROSS_CAPTURES,
     GAP_AGREE_LIKE_FOR_LIKE,
     GAP_DISAGREE,
+    GAP_NOT_DECIDED,
     OVERHEAD_BASIS_POOLED,
     CaptureCheck,
     CeilingsRecord,
@@ -694,10 +695,15 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         )
         like_ok = sum(o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE for o in bad)
         across_ok = sum(o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES for o in bad)
+        undecided = sum(o.gap_verdict == GAP_NOT_DECIDED for o in bad)
         lines.append(
             f"check, median gap per op class vs CUPTI: {len(check.ops) - len(bad)} of {len(check.ops)} within 1 us "
             f"or 15%" + (f", {like_ok} more like for like where CUPTI moves the class" if like_ok else "")
             + (f", {across_ok} more against a second capture that moves CUPTI's value" if across_ok else "")
+            + (
+                f", {undecided} not decided: CUPTI's own clean steps later in the pass put the class beyond the bar "
+                "of its reference" if undecided else ""
+            )
             + f": {word[check.ops_agree]}" + (f" ({detail})" if detail else "")
         )  # fmt: skip
         likes = [o for o in check.ops if o.gap_under_cupti_agrees is not None]

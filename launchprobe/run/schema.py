@@ -376,7 +376,8 @@ class CuptiCheck(Record, kw_only=True):
     total_gap_agrees: bool | None = None  # at two standard errors; None: not decided, its error too large
     total_gap_steps_to_decide: float | None = None  # undecided: about how many times the steps would decide it
     ops: list[OpCheck] = msgspec.field(default_factory=list)
-    # every class's gap_verdict an agreement; None: not compared op for op (CUPTI not trusted, or not grouped)
+    # every class's gap_verdict an agreement; None: not compared op for op (CUPTI not trusted, or not grouped), or
+    # a class not decided and none disagreeing
     ops_agree: bool | None = None
     ops_under_cupti_agree: bool | None = None  # every class within the bar like for like (events read under CUPTI)
     under_cupti_steps: int | None = None  # sampled steps read under CUPTI, stitched for that check
@@ -409,6 +410,9 @@ GAP_AGREE = "agree"
 GAP_AGREE_LIKE_FOR_LIKE = "agree like for like"
 GAP_AGREE_ACROSS_CAPTURES = "agree across captures"
 GAP_DISAGREE = "disagree"
+# the events miss CUPTI's reference, and most of CUPTI's own clean steps later in the pass put the class beyond the
+# bar of that reference: a reference that does not hold to the bar cannot check to it
+GAP_NOT_DECIDED = "not decided"
 
 
 class KernelPass(Record, kw_only=True):
