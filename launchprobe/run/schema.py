@@ -385,7 +385,7 @@ class CuptiCheck(Record, kw_only=True):
     cupti_median_gap_ns: float | None = None
     total_gap_rel_diff: float | None = None
     median_gap_abs_diff_ns: float | None = None
-    agrees: bool | None = None  # None: not decided (the gap total or busy is not, and nothing disagrees)
+    agrees: bool | None = None  # None: not decided (the gap total, busy or a class is not; nothing disagrees)
 
 
 class StrideProbe(Record, kw_only=True):
