@@ -1,5 +1,5 @@
-"""Numpy references the field tests of the timer pairs share: CUPTI's ops of recorded clean steps, and the timers'
-differences of recorded timer steps. Written with numpy only, not launchprobe's code, so that the tests compare the
+"""Numpy references the field tests share: CUPTI's ops of recorded clean steps, the timers' differences of recorded
+timer steps, the union of intervals. Written with numpy only, not launchprobe's code, so that the tests compare the
 pass's record with an independent computation."""
 
 from __future__ import annotations
@@ -58,3 +58,11 @@ def timer_differences(cell: dict[str, Any], *, scaled: bool = False) -> dict[int
             if i - 1 in marks:
                 diffs.setdefault(i, []).append((t - marks[i - 1]) * (clean_ns / reference if scaled else 1.0))
     return {i: float(np.median(v)) for i, v in diffs.items()}
+
+
+def interval_union(starts: np.ndarray, ends: np.ndarray) -> float:
+    """The union of intervals: sorted by start, each adds what it reaches past the furthest end before it."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order].astype(float), ends[order].astype(float)
+    reach = np.maximum.accumulate(np.concatenate(([-np.inf], e[:-1])))
+    return float(np.sum(np.maximum(0.0, e - np.maximum(s, reach))))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from field_numpy import interval_union
 from pass_halves import stitch_recorded
 
 from launchprobe.analysis import sampled
@@ -42,20 +43,12 @@ def _stitched(index: int) -> sampled.Stitched:
     return stitch_recorded(cell, cell["steps"])
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> float:
-    """The union of intervals: sorted by start, each adds what it reaches past the furthest end before it."""
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order].astype(float), ends[order].astype(float)
-    reach = np.maximum.accumulate(np.concatenate(([-np.inf], e[:-1])))
-    return float(np.sum(np.maximum(0.0, e - np.maximum(s, reach))))
-
-
 def _cupti_busy(cell: dict[str, Any]) -> float:
     """CUPTI's clean busy: the union of each step's kernel intervals, median over the steps."""
     per_step = []
     for kernels in cell["cupti_kernels"]:
         k = np.asarray(kernels, dtype=np.int64)
-        per_step.append(_union(k[:, 0], k[:, 1]))
+        per_step.append(interval_union(k[:, 0], k[:, 1]))
     return float(np.median(per_step))
 
 

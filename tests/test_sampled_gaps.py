@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from field_numpy import interval_union
 from stream_sim import Stream, clean_gaps, clean_steps, run_sampled
 
 from launchprobe.analysis.kernel_gaps import OpTiming
@@ -829,14 +830,6 @@ def test_busy_verdict_takes_the_overlap_the_gaps_noise_makes_as_a_shortfall_it_m
     assert noisy["busy_agrees"] is None and noisy["agrees"] is None
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> float:
-    """The union of intervals, numpy's: sorted by start, each adds what it reaches past the furthest end before it."""
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order].astype(float), ends[order].astype(float)
-    reach = np.maximum.accumulate(np.concatenate(([-np.inf], e[:-1])))
-    return float(np.sum(np.maximum(0.0, e - np.maximum(s, reach))))
-
-
 def test_the_gaps_noise_overlaps_the_stitched_ops_by_about_what_noise_overlap_ns_says() -> None:
     """An eager host behind its GPU (launches 6 us, kernels 3 us: gaps of about 3 us, no op overlapping another in
     the clean step) whose launches jitter by 6 us: stitched from 6 cycles, each gap carries a few us of error and
@@ -852,7 +845,7 @@ def test_the_gaps_noise_overlaps_the_stitched_ops_by_about_what_noise_overlap_ns
         steps, _ = run_sampled(stream, plan.variants, cycles, follows=plan.follows)
         result = stitch(timings(n), steps, plan, durations)
         starts = np.array([r["start_ns"] for r in result.rows])
-        busy = _union(starts, starts + np.array(durations))
+        busy = interval_union(starts, starts + np.array(durations))
         assert busy == pytest.approx(result.busy_ns)
         truth = float(sum(durations))
         shortfalls.append(truth - busy)

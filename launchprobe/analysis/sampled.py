@@ -1558,17 +1558,13 @@ def noise_overlap_ns(rows: Sequence[Mapping[str, Any]], draws: int = NOISE_OVERL
     durations = np.array([float(r["duration_ns"]) for r in rows])
     ahead = np.concatenate(([0.0], durations[:-1]))  # each op starts its gap after the one before ends
 
-    def unions(all_gaps: np.ndarray) -> np.ndarray:
-        starts = np.cumsum(all_gaps + ahead, axis=-1)
-        order = np.argsort(starts, axis=-1, kind="stable")
-        s = np.take_along_axis(starts, order, axis=-1)
-        e = s + durations[order]
-        before = np.concatenate((np.full(e.shape[:-1] + (1,), -np.inf), e[..., :-1]), axis=-1)
-        return np.sum(np.maximum(0.0, e - np.maximum(s, np.maximum.accumulate(before, axis=-1))), axis=-1)
+    def busy(chain_gaps: np.ndarray) -> int:
+        starts = np.cumsum(chain_gaps + ahead)
+        return union_ns(starts, starts + durations)
 
     rng = np.random.default_rng(seed)
-    drawn = unions(gaps + rng.standard_normal((draws, gaps.size)) * noise)
-    return float(unions(gaps[None, :])[0] - drawn.mean())
+    drawn = [busy(g) for g in gaps + rng.standard_normal((draws, gaps.size)) * noise]
+    return float(busy(gaps) - np.mean(drawn))
 
 
 def busy_verdict(diff_ns: float, tolerance_ns: float, overlap_ns: float) -> bool | None:
@@ -1662,12 +1658,8 @@ def clean_check(
             cycle_clean=cycle_clean,
         )
     verdicts = {o["gap_verdict"] for o in ops}
-    ops_agree = (
-        None
-        if not ops or (GAP_NOT_DECIDED in verdicts and GAP_DISAGREE not in verdicts)
-        else (GAP_DISAGREE not in verdicts)
-    )
     ops_undecided = GAP_NOT_DECIDED in verdicts and GAP_DISAGREE not in verdicts
+    ops_agree = None if not ops or ops_undecided else GAP_DISAGREE not in verdicts
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None
     total_ok = gap_total_verdict(gap_diff, tolerance, stitched.gap_total_noise_ns)
