@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
-from fixture_cut import cut, eager_passes, wanted_cells  # noqa: E402
+from fixture_cut import cut, eager_passes, int_option, wanted_cells  # noqa: E402
 
 WANTED: dict[tuple[int, int], set[int] | None] = {}  # (ops, batch) -> which such passes (1-based), None: all
 CUPTI_STEPS = 32
@@ -42,10 +42,7 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
 
 def main() -> None:
     global CUPTI_STEPS
-    if "--cupti-steps" in sys.argv:
-        at = sys.argv.index("--cupti-steps")
-        CUPTI_STEPS = int(sys.argv[at + 1])
-        del sys.argv[at : at + 2]
+    CUPTI_STEPS = int_option(sys.argv, "--cupti-steps", CUPTI_STEPS)
     WANTED.update(wanted_cells(sys.argv))
     cut(__doc__.splitlines()[0], _cells)
 

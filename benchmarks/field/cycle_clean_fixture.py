@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
-from fixture_cut import cut, recorded_passes  # noqa: E402
+from fixture_cut import cut, int_option, recorded_passes  # noqa: E402
 
 CLEAN_STEPS = 128
 AS_RUN = ("cupti_gap_ns_median", "cupti_cycle_gap_ns_median", "cupti_cycle_off_bar_fraction", "gap_verdict")
@@ -70,10 +70,7 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
 
 def main() -> None:
     global CLEAN_STEPS
-    if "--clean-steps" in sys.argv:
-        at = sys.argv.index("--clean-steps")
-        CLEAN_STEPS = int(sys.argv[at + 1])
-        del sys.argv[at : at + 2]
+    CLEAN_STEPS = int_option(sys.argv, "--clean-steps", CLEAN_STEPS)
     cut(__doc__.splitlines()[0], _cells)
 
 

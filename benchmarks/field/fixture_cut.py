@@ -1,4 +1,4 @@
-"""What the field fixture cutters share (``tail_fixture.py``, ``lm_head_fixture.py``, ``gap_total_fixture.py``): a
+"""What the field fixture cutters share (``tail_fixture.py``, ``lm_head_fixture.py``, ``gap_total_fixture.py``, ...): a
 matrix's passes as ``capture_sampled_raw.py`` recorded them, each with the cell the bench reported for it, and the
 command line that writes a fixture from one or more such OUTDIRs."""
 
@@ -65,6 +65,16 @@ def wanted_cells(argv: list[str]) -> dict[tuple[int, int], set[int] | None]:
                 chosen.add(int(nth[0]))
         del argv[at : at + 2]
     return wanted
+
+
+def int_option(argv: list[str], name: str, default: int) -> int:
+    """``name N`` taken out of ``argv``: N, or ``default`` where it is not given."""
+    if name not in argv:
+        return default
+    at = argv.index(name)
+    value = int(argv[at + 1])
+    del argv[at : at + 2]
+    return value
 
 
 def eager_passes(
