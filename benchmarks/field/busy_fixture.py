@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
-from fixture_cut import cut, eager_passes, int_option, wanted_cells  # noqa: E402
+from fixture_cut import cut, eager_passes, int_option  # noqa: E402
 
 WANTED: dict[tuple[int, int], set[int] | None] = {}  # (ops, batch) -> which such passes (1-based), None: all
 CUPTI_STEPS = 32
@@ -43,8 +43,7 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
 def main() -> None:
     global CUPTI_STEPS
     CUPTI_STEPS = int_option(sys.argv, "--cupti-steps", CUPTI_STEPS)
-    WANTED.update(wanted_cells(sys.argv))
-    cut(__doc__.splitlines()[0], _cells)
+    cut(__doc__.splitlines()[0], _cells, WANTED)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
-from fixture_cut import cut, int_option, recorded_passes, wanted_cells  # noqa: E402
+from fixture_cut import cut, int_option, recorded_passes  # noqa: E402
 
 CLEAN_STEPS = 128
 WANTED: dict[tuple[int, int], set[int] | None] = {}  # (ops, batch) -> which such passes (1-based), None: all
@@ -87,8 +87,7 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
 def main() -> None:
     global CLEAN_STEPS
     CLEAN_STEPS = int_option(sys.argv, "--clean-steps", CLEAN_STEPS)
-    WANTED.update(wanted_cells(sys.argv))
-    cut(__doc__.splitlines()[0], _cells)
+    cut(__doc__.splitlines()[0], _cells, WANTED)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,15 @@ def eager_passes(
     return out
 
 
-def cut(description: str, cells: Callable[[Path], list[dict[str, Any]]]) -> None:
-    """The cutters' command line: FIXTURE OUTDIR [OUTDIR ...] [--provenance TEXT]; writes {provenance, cells}."""
+def cut(
+    description: str,
+    cells: Callable[[Path], list[dict[str, Any]]],
+    wanted: dict[tuple[int, int], set[int] | None] | None = None,
+) -> None:
+    """The cutters' command line: FIXTURE OUTDIR [OUTDIR ...] [--provenance TEXT], and ``--cells`` into ``wanted``
+    where given (``wanted_cells``); writes {provenance, cells}."""
+    if wanted is not None:
+        wanted.update(wanted_cells(sys.argv))
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("fixture", type=Path)
     parser.add_argument("out_dirs", type=Path, nargs="+")

@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
-from fixture_cut import cut, eager_passes, wanted_cells  # noqa: E402
+from fixture_cut import cut, eager_passes  # noqa: E402
 
 WANTED: dict[tuple[int, int], set[int] | None] = {}  # (ops, batch) -> which such passes (1-based), None: all
 
@@ -41,8 +41,7 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    WANTED.update(wanted_cells(sys.argv))
-    cut(__doc__.splitlines()[0], _cells)
+    cut(__doc__.splitlines()[0], _cells, WANTED)
 
 
 if __name__ == "__main__":
