@@ -19,6 +19,7 @@ from launchprobe.measure.ceilings import Ceilings
 from launchprobe.measure.samples import Samples
 from launchprobe.progress import Progress
 from launchprobe.run.schema import (
+    KERNEL_SECONDS_MAX,
     ClassifyConfigRecord,
     ClassifyResult,
     ClassifyRun,
@@ -94,8 +95,10 @@ class ClassifyConfig:
             raise UsageError(f"--dtype {self.dtype}: expected bf16 or fp16")
         if self.kernel_density not in ("sampled", "dense"):
             raise UsageError(f"--kernels {self.kernel_density}: expected sampled or dense")
-        if not 0.1 <= self.kernel_seconds <= 3600:
-            raise UsageError(f"--kernel-seconds {self.kernel_seconds:g}: expected 0.1 to 3600 seconds")
+        if not 0.1 <= self.kernel_seconds <= KERNEL_SECONDS_MAX:
+            raise UsageError(
+                f"--kernel-seconds {self.kernel_seconds:g}: expected 0.1 to {KERNEL_SECONDS_MAX:g} seconds"
+            )
 
     def to_record(self) -> ClassifyConfigRecord:
         return ClassifyConfigRecord(

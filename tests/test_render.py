@@ -445,6 +445,15 @@ def test_kernel_pass_sections() -> None:
     assert "about 64x the steps per variant" in plain_output(run, width=400)
     eager_check.total_gap_steps_to_decide = None  # nothing would decide it
     assert "more steps per variant with --kernel-seconds" in plain_output(run, width=400)
+    # where the run file has its --kernel-seconds, the value that would give those steps (rounded up)
+    kernel_seconds, run.config.kernel_seconds = run.config.kernel_seconds, 5.0
+    eager_check.total_gap_steps_to_decide = (2 * 300 / 478) ** 2
+    assert "about 1.6x the steps per variant: --kernel-seconds 8 (this run: 5))" in plain_output(run, width=400)
+    eager_check.total_gap_steps_to_decide = 1_000.0
+    assert "more than --kernel-seconds allows (3600; this run: 5))" in plain_output(run, width=400)
+    eager_check.total_gap_steps_to_decide = None
+    assert "more steps per variant with --kernel-seconds)" in plain_output(run, width=400)
+    run.config.kernel_seconds = kernel_seconds
     # a busy short of CUPTI's by what its noisy positions may overlap: said, with the overlap, and not decided
     assert "the gaps' noise alone" not in text
     eager_check.busy_noise_overlap_ns, eager_check.busy_agrees = 525_300.0, None

@@ -9,6 +9,7 @@ import click
 
 from launchprobe.cli.output import check_outputs, emit_run, output_options
 from launchprobe.errors import LaunchprobeError, UsageError
+from launchprobe.run.schema import KERNEL_SECONDS_MAX
 from launchprobe.workload.shape import MAX_BATCH, MAX_CONTEXT, shown
 
 MAX_STEPS = 1_000_000
@@ -147,7 +148,7 @@ Examples:
 )
 @click.option(
     "--kernel-seconds",
-    type=click.FloatRange(0.1, 3600),
+    type=click.FloatRange(0.1, KERNEL_SECONDS_MAX),
     default=5.0,
     show_default=True,
     help="Device time for the sampled per-kernel cycles of each (mode, batch). More where the report says the 2% "

@@ -5,6 +5,8 @@ Plan runs (``config.plan``) have no measured fields: they show the cost model an
 
 from __future__ import annotations
 
+import math
+
 from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
@@ -16,6 +18,7 @@ from launchprobe.run.schema import (
     GAP_AGREE_LIKE_FOR_LIKE,
     GAP_DISAGREE,
     GAP_NOT_DECIDED,
+    KERNEL_SECONDS_MAX,
     OVERHEAD_BASIS_POOLED,
     CaptureCheck,
     CeilingsRecord,
@@ -65,7 +68,7 @@ def build(run: ClassifyRun) -> Report:
     host = _host_cost_lines(run, rows)
     if host:
         report.blocks.append(Lines("Host cost", host))
-    report.blocks += kernel_pass_blocks(rows)
+    report.blocks += kernel_pass_blocks(rows, run.config.kernel_seconds)
     return report
 
 
@@ -278,14 +281,16 @@ def kernel_passes(rows: list[ClassifyResult]) -> list[tuple[ClassifyResult, Kern
     return [(r, r.kernel_pass) for r in rows if r.kernel_pass is not None]
 
 
-def kernel_pass_blocks(rows: list[ClassifyResult]) -> list[Block]:
+def kernel_pass_blocks(rows: list[ClassifyResult], kernel_seconds: float | None = None) -> list[Block]:
+    """The op table, the pass's lines and the timeline strips; ``kernel_seconds``: the run's ``--kernel-seconds``,
+    for the value a not-decided check would need."""
     blocks: list[Block] = []
     passes = kernel_passes(rows)
     for r, kp in passes:
         table = _ops_table(r, kp)
         if table is not None:
             blocks.append(table)
-        blocks.append(Lines("", _kernel_pass_lines(kp)))
+        blocks.append(Lines("", _kernel_pass_lines(kp, kernel_seconds)))
     for batch in sorted({r.batch for r, _ in passes}):
         strips = timeline_strips([(r, kp) for r, kp in passes if r.batch == batch])
         if strips is not None:
@@ -348,7 +353,7 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
     return Table(title=title, columns=columns, rows=body, note=note.removeprefix("; "))
 
 
-def _kernel_pass_lines(kp: KernelPass) -> list[str]:
+def _kernel_pass_lines(kp: KernelPass, kernel_seconds: float | None = None) -> list[str]:
     if kp.density is None:
         return _legacy_kernel_pass_lines(kp)
     lines = [_picture_line(kp)]
@@ -414,7 +419,7 @@ def _kernel_pass_lines(kp: KernelPass) -> list[str]:
         lines.append(_timer_pairs_line(kp.timer_pairs, event_ops, [r.op for r in kp.kernels or []]))
     if kp.sequence_check:
         lines.append(f"kernel sequence: {v.text(kp.sequence_check)}")
-    lines += _cupti_lines(kp)
+    lines += _cupti_lines(kp, kernel_seconds)
     return lines
 
 
@@ -622,11 +627,22 @@ def _class_mark(check: OpCheck | TimerPairClass) -> str:
     return "ok" if check.gap_agrees else "DIFF"
 
 
-def _steps_to_decide(check: CuptiCheck) -> str:
+def _steps_to_decide(check: CuptiCheck, kernel_seconds: float | None) -> str:
+    """How many more steps per variant would decide the gap total, and, where the run's --kernel-seconds is known,
+    the value that gives them (the cycles fill that much device time, so their steps scale with it)."""
     factor = check.total_gap_steps_to_decide
     if factor is None:
-        return "more steps"
-    return f"about {factor:.0f}x the steps" if factor >= 10 else f"about {factor:.1f}x the steps"
+        return "more steps per variant with --kernel-seconds"
+    text = f"about {factor:.0f}x the steps" if factor >= 10 else f"about {factor:.1f}x the steps"
+    if kernel_seconds is None:
+        return text + " per variant with --kernel-seconds"
+    wanted = math.ceil(kernel_seconds * factor)
+    if wanted > KERNEL_SECONDS_MAX:
+        return (
+            text
+            + f" per variant, more than --kernel-seconds allows ({KERNEL_SECONDS_MAX:g}; this run: {kernel_seconds:g})"
+        )
+    return text + f" per variant: --kernel-seconds {wanted:g} (this run: {kernel_seconds:g})"
 
 
 def _noise_overlap_clause(check: CuptiCheck) -> str:
@@ -640,7 +656,7 @@ def _noise_overlap_clause(check: CuptiCheck) -> str:
     return clause
 
 
-def _cupti_lines(kp: KernelPass) -> list[str]:
+def _cupti_lines(kp: KernelPass, kernel_seconds: float | None = None) -> list[str]:
     check = kp.cupti_check
     if check is None:
         return []
@@ -662,7 +678,7 @@ def _cupti_lines(kp: KernelPass) -> list[str]:
         + f" us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: {word[check.total_gap_agrees]}"
         + (
             " (at two standard errors the stitched total cannot be told within or beyond it: its steps vary too "
-            f"much, as where the host moves; {_steps_to_decide(check)} per variant with --kernel-seconds)"
+            f"much, as where the host moves; {_steps_to_decide(check, kernel_seconds)})"
             if check.total_gap_agrees is None and noise is not None
             else ""
         )

@@ -88,6 +88,9 @@ def header_fields() -> dict[str, Any]:
 # kind: classify
 
 
+KERNEL_SECONDS_MAX = 3600.0  # the most --kernel-seconds takes
+
+
 class ClassifyConfigRecord(Record, kw_only=True):
     shape: str
     batches: list[int]
