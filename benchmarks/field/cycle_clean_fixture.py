@@ -35,7 +35,7 @@ def _from_first(kernels: list[list[int]]) -> list[list[int]]:
     return [[start - kernels[0][0], end - kernels[0][0]] for start, end in kernels]
 
 
-def _cells(out_dir: Path) -> list[dict[str, Any]]:
+def _cells(out_dir: Path, clean_steps: int = CLEAN_STEPS) -> list[dict[str, Any]]:
     out = []
     cycles: dict[str, list[Any]] = {}
     for mode in MODES:
@@ -65,7 +65,7 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
         if record["kernel_counts"] is None or not check.get("ops"):
             continue
         clean = [ops for variant, _, ops in steps if variant < 0]
-        every = max(1, len(clean) // CLEAN_STEPS)
+        every = max(1, len(clean) // clean_steps)
         out.append(
             {
                 "shape": cell["shape"],
@@ -75,7 +75,7 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
                 "counts": record["kernel_counts"],
                 "cupti_kernels": [_from_first(step) for step in record["cupti"]["kernels"]],
                 "cupti_step_ns": record["cupti"]["step_ns"],
-                "cycle_clean": clean[::every][:CLEAN_STEPS],
+                "cycle_clean": clean[::every][:clean_steps],
                 "cycle_clean_count": len(clean),
                 "as_run": {o["op"]: {key: o.get(key) for key in AS_RUN} for o in check["ops"]},
                 "cupti_step_vs_clean": cell["cupti_step_vs_clean"],
@@ -85,9 +85,8 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    global CLEAN_STEPS
-    CLEAN_STEPS = int_option(sys.argv, "--clean-steps", CLEAN_STEPS)
-    cut(__doc__.splitlines()[0], _cells, WANTED)
+    clean_steps = int_option(sys.argv, "--clean-steps", CLEAN_STEPS)
+    cut(__doc__.splitlines()[0], lambda out_dir: _cells(out_dir, clean_steps), WANTED)
 
 
 if __name__ == "__main__":
