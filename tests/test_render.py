@@ -228,6 +228,14 @@ def test_kernel_pass_sections() -> None:
     assert "within the 2% budget (the pooled overhead at two standard errors)" in pooled
     moved.overhead_within_budget = None
     assert "budget NOT DECIDED (the pooled overhead's error takes it past" in plain_output(run, width=300)
+    # with how many more steps would decide it, and the --kernel-seconds that gives them from the run's own
+    moved.overhead_steps_to_decide = 2.3
+    assert "the host moved; about 2.3x the steps per variant with --kernel-seconds)" in plain_output(run, width=300)
+    kernel_seconds, run.config.kernel_seconds = run.config.kernel_seconds, 5.0
+    assert "the host moved; about 2.3x the steps per variant: --kernel-seconds 12 (this run: 5))" in plain_output(
+        run, width=300
+    )
+    run.config.kernel_seconds, moved.overhead_steps_to_decide = kernel_seconds, None
     moved.overhead_basis = None
     assert "caveat: where ops overlap" in text and "end shifts:" not in text
     moved.end_shift_source = "CUPTI: each op's duration in the steps of 9 variants with an event after it"

@@ -7,6 +7,7 @@ gaps in the regimes where the argument of analysis/sampled.py holds, and the den
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -1124,6 +1125,14 @@ def test_the_budget_allows_the_slowest_variant_its_own_noise() -> None:
     assert 0.03 - 2 * expected_error <= 0.02 < 0.03  # over by less than two errors
     assert expected_error > 0.01 and o.within(0.02) is None  # but the error is over half the budget: not decided
     assert o.within(0.05) is True and o.within(0.001) is False
+    # how many times the steps would decide it: the error within half the budget; and so many alike steps do
+    factor = o.steps_to_decide(0.02)
+    assert factor is not None and factor == pytest.approx((2 * expected_error / 0.02) ** 2)
+    assert o.steps_to_decide(0.05) is None and o.steps_to_decide(0.001) is None  # decided already
+    more = [SampledStep(s.variant, s.step_ns, {}, reference_ns=1e6) for s in steps for _ in range(math.ceil(factor))]
+    assert local_overheads(more, 1e6).within(0.02) is not None
+    fewer = [SampledStep(s.variant, s.step_ns, {}, reference_ns=1e6) for s in steps for _ in range(math.floor(factor))]
+    assert local_overheads(fewer, 1e6).within(0.02) is None
     steady = [SampledStep(1, 1_030_000, {}, reference_ns=1e6)] * 5
     assert not local_overheads(steady, 1e6).within(0.02)  # +3% every time: over, whatever the noise rule
 
@@ -1149,6 +1158,8 @@ def test_alike_variants_on_a_moving_host_are_judged_by_the_pooled_overhead() -> 
     assert o.pooled == pytest.approx(0.004, abs=0.004) and o.pooled_error < 0.003
     assert o.within(0.02) is True
     assert o.within(o.pooled + o.pooled_error) is None  # the pooled within, not at two of its errors: not decided
+    assert o.steps_to_decide(o.pooled + o.pooled_error) == pytest.approx(4.0)  # half the error: four times the steps
+    assert o.steps_to_decide(0.02) is None and o.steps_to_decide(o.pooled - 0.001) is None
     assert o.within(o.pooled - 0.001) is False
 
 

@@ -610,6 +610,18 @@ class Overheads:
             return None
         return True
 
+    def steps_to_decide(self, budget: float) -> float | None:
+        """For a budget ``within`` leaves undecided: about how many times the steps per variant would decide it,
+        each error falling with their square root and the overheads holding (pooled: two errors inside what the
+        budget leaves above it; slowest: its error within half the budget). None where it is decided, or where
+        nothing would."""
+        if self.within(budget) is not None:
+            return None
+        if self.none_stands_out:
+            room = budget - self.pooled
+            return (2 * self.pooled_error / room) ** 2 if self.pooled_error > 0 and room > 0 else None
+        return (2 * self.slowest_error / budget) ** 2 if self.slowest_error > 0 and budget > 0 else None
+
     @property
     def basis(self) -> str:
         """What ``within`` judged by."""

@@ -152,7 +152,8 @@ Examples:
     default=5.0,
     show_default=True,
     help="Device time for the sampled per-kernel cycles of each (mode, batch). More where the report says the 2% "
-    "budget is NOT DECIDED (a host that moves between speeds needs more steps per variant).",
+    "budget or the gap total is NOT DECIDED: it names the value that would decide it (a host that moves between "
+    "speeds needs more steps per variant).",
 )
 @click.option(
     "--nvtx",

@@ -770,6 +770,7 @@ def kernel_pass(
         variant_standout_p=overheads.standout_p,
         variant_overhead_shuffled_q95_fraction=overheads.shuffled_slowest_q95,
         overhead_within_budget=overheads.within(sampled.OVERHEAD_BUDGET),
+        overhead_steps_to_decide=overheads.steps_to_decide(sampled.OVERHEAD_BUDGET),
         overhead_basis=overheads.basis,
     )
     if picture is not None:

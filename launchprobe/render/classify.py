@@ -363,7 +363,7 @@ def _kernel_pass_lines(kp: KernelPass, kernel_seconds: float | None = None) -> l
         lines.append(_gap_line("gaps before kernels", kp.gaps))
     if kp.gaps_corrected is not None:
         lines.append(_gap_line("gaps less one event node (graph-replayed ops, where that is sound)", kp.gaps_corrected))
-    lines.append(_overhead_line(kp))
+    lines.append(_overhead_line(kp, kernel_seconds))
     host = _host_line(kp)
     if host is not None:
         lines.append(host)
@@ -568,7 +568,7 @@ def _paired(kp: KernelPass) -> bool:
     return (kp.pairing or "").startswith("paired events")
 
 
-def _overhead_line(kp: KernelPass) -> str:
+def _overhead_line(kp: KernelPass, kernel_seconds: float | None = None) -> str:
     text = (
         f"instrumentation: {v.fixed(kp.instrumented_step_ms, 3)} ms per {'sampled' if kp.density == 'sampled' else ''}"
         f" step vs {v.fixed(kp.clean_step_ms, 3)} ms clean"
@@ -597,12 +597,12 @@ def _overhead_line(kp: KernelPass) -> str:
     elif kp.overhead_budget_fraction is not None and pooled:
         text += (
             f": the {kp.overhead_budget_fraction:.0%} budget NOT DECIDED (the pooled overhead's error takes it past "
-            "the budget: the host moved; more steps with --kernel-seconds)"
+            f"the budget: the host moved; {_steps_to_decide(kp.overhead_steps_to_decide, kernel_seconds)})"
         )
     elif kp.overhead_budget_fraction is not None and kp.variant_overhead_max_error_fraction is not None:
         text += (
             f": the {kp.overhead_budget_fraction:.0%} budget NOT DECIDED (the slowest variant's error is over half of "
-            "it: the host moved; more steps per variant with --kernel-seconds)"
+            f"it: the host moved; {_steps_to_decide(kp.overhead_steps_to_decide, kernel_seconds)})"
         )
     return text
 
@@ -627,10 +627,9 @@ def _class_mark(check: OpCheck | TimerPairClass) -> str:
     return "ok" if check.gap_agrees else "DIFF"
 
 
-def _steps_to_decide(check: CuptiCheck, kernel_seconds: float | None) -> str:
-    """How many more steps per variant would decide the gap total, and, where the run's --kernel-seconds is known,
-    the value that gives them (the cycles fill that much device time, so their steps scale with it)."""
-    factor = check.total_gap_steps_to_decide
+def _steps_to_decide(factor: float | None, kernel_seconds: float | None) -> str:
+    """How many times the steps per variant would decide a check (``factor``), and, where the run's --kernel-seconds
+    is known, the value that gives them (the cycles fill that much device time, so their steps scale with it)."""
     if factor is None:
         return "more steps per variant with --kernel-seconds"
     text = f"about {factor:.0f}x the steps" if factor >= 10 else f"about {factor:.1f}x the steps"
@@ -678,7 +677,7 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None = None) -> list[st
         + f" us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: {word[check.total_gap_agrees]}"
         + (
             " (at two standard errors the stitched total cannot be told within or beyond it: its steps vary too "
-            f"much, as where the host moves; {_steps_to_decide(check, kernel_seconds)})"
+            f"much, as where the host moves; {_steps_to_decide(check.total_gap_steps_to_decide, kernel_seconds)})"
             if check.total_gap_agrees is None and noise is not None
             else ""
         )

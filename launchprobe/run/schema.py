@@ -432,6 +432,7 @@ class KernelPass(Record, kw_only=True):
     overhead_fraction: float | None = None  # sampled: median over the steps of step / its clean reference, less 1
     overhead_budget_fraction: float | None = None
     overhead_within_budget: bool | None = None  # by ``overhead_basis`` at 2 standard errors; None: not decided
+    overhead_steps_to_decide: float | None = None  # not decided: about how many times the steps would decide it
     overhead_basis: str | None = None  # what decided it: "slowest variant" | "pooled: no variant stands out"
     overhead_error_fraction: float | None = None  # sampled: the standard error of overhead_fraction
     predicted_overhead_fraction: float | None = None  # at the chosen stride, from the measured event costs
