@@ -641,7 +641,7 @@ def _steps_to_decide(factor: float | None, kernel_seconds: float | None) -> str:
             text
             + f" per variant, more than --kernel-seconds allows ({KERNEL_SECONDS_MAX:g}; this run: {kernel_seconds:g})"
         )
-    return text + f" per variant: --kernel-seconds {wanted:g} (this run: {kernel_seconds:g})"
+    return text + f" per variant: --kernel-seconds {wanted:g} or more (this run: {kernel_seconds:g})"
 
 
 def _noise_overlap_clause(check: CuptiCheck) -> str:
