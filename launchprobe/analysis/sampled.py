@@ -53,7 +53,7 @@ import math
 import random
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -1534,6 +1534,15 @@ def op_class_checks(
     return out
 
 
+def classes_verdict(gap_verdicts: Iterable[str]) -> bool | None:
+    """Op classes judged together from their ``gap_verdict``s: False where one disagrees, else None (not decided)
+    where one is not decided, else True."""
+    seen = set(gap_verdicts)
+    if GAP_DISAGREE in seen:
+        return False
+    return None if GAP_NOT_DECIDED in seen else True
+
+
 def gap_total_verdict(diff_ns: float, tolerance_ns: float, noise_ns: float) -> bool | None:
     """Whether the stitched gap total is within ``tolerance_ns`` of the clean step's, at ``GAP_TOTAL_SIGMAS`` of
     its standard error ``noise_ns``: False where it is beyond by more than that; None, not decided, where that
@@ -1669,9 +1678,8 @@ def clean_check(
             piece_effects=piece_effects,
             cycle_clean=cycle_clean,
         )
-    verdicts = {o["gap_verdict"] for o in ops}
-    ops_undecided = GAP_NOT_DECIDED in verdicts and GAP_DISAGREE not in verdicts
-    ops_agree = None if not ops or ops_undecided else GAP_DISAGREE not in verdicts
+    ops_agree = classes_verdict(o["gap_verdict"] for o in ops) if ops else None
+    ops_undecided = bool(ops) and ops_agree is None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None
     total_ok = gap_total_verdict(gap_diff, tolerance, stitched.gap_total_noise_ns)

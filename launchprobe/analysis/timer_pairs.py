@@ -35,6 +35,7 @@ from launchprobe.analysis.sampled import (
     CUPTI_EFFECT_SIGMAS,
     SampledStep,
     StitchRefused,
+    classes_verdict,
     first_difference,
     group_ops,
     spread_over_steps,
@@ -46,7 +47,6 @@ from launchprobe.run.schema import (
     GAP_AGREE,
     GAP_AGREE_LIKE_FOR_LIKE,
     GAP_DISAGREE,
-    GAP_NOT_DECIDED,
 )
 
 PAIR_SPACING = 20  # ops between the targets of one variant: a timer's cost on the next ops has faded by then
@@ -312,10 +312,9 @@ def with_events(classes: Sequence[Mapping[str, Any]], event_ops: Sequence[Mappin
     and host-launched ops the host fell behind on). None where a class has no verdict, or is not decided and none
     disagrees."""
     timers = {c["op"]: c for c in classes if c.get("gap_verdict") is not None}
-    verdicts: list[bool] = []
+    verdicts: list[str] = []
     from_events: list[str] = []
     misses: list[tuple[str, str, float]] = []
-    undecided = False
     for event in event_ops:
         name = event["op"]
         if name in timers:
@@ -325,13 +324,7 @@ def with_events(classes: Sequence[Mapping[str, Any]], event_ops: Sequence[Mappin
             from_events.append(name)
         else:
             return WithEvents(None, from_events, misses)
-        if row["gap_verdict"] == GAP_NOT_DECIDED:
-            undecided = True
-            continue
-        agrees = row["gap_verdict"] != GAP_DISAGREE
-        verdicts.append(agrees)
-        if not agrees:
+        verdicts.append(row["gap_verdict"])
+        if row["gap_verdict"] == GAP_DISAGREE:
             misses.append((name, source, float(row.get("gap_diff_ns") or 0.0)))
-    if undecided and all(verdicts):
-        return WithEvents(None, from_events, misses)
-    return WithEvents(all(verdicts) if verdicts else None, from_events, misses)
+    return WithEvents(classes_verdict(verdicts) if verdicts else None, from_events, misses)
