@@ -226,7 +226,8 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
 @pytest.mark.parametrize("mode", ["eager", "full"])
 def test_dense_pass_is_the_instrumented_step(mode: str) -> None:
     result = _pass(mode, density="dense")
-    assert result.density == "dense" and result.picture == "instrumented" and result.perturbing
+    why = (result.refusal, result.sequence_check)  # on a failure, what the pass said (seen once, 2026-12-03)
+    assert result.density == "dense" and result.picture == "instrumented" and result.perturbing, why
     assert result.stride == 1 and result.variants == 1
     if mode == "full":  # one event node between every two ops, nothing on the host: the correction is sound
         assert result.gaps_corrected is not None

@@ -663,6 +663,17 @@ def test_choose_stride_searches_down_when_the_host_absorbs_events() -> None:
     ]  # never below 6
 
 
+def test_choose_stride_takes_no_denser_spacing_from_a_probe_too_noisy_to_tell_the_target() -> None:
+    # the H200's 1B eager b1 on a host moving 49% (2026-12-03 09:58 UTC): searching down from 36, a probe read
+    # -2.8% +/- 1.4% at m = 18 and was taken; the cycles then ran +4.4% pooled, +6.8% in the slowest variant
+    readings = {36: (-0.002, 0.011), 18: (-0.0276, 0.0138), 9: (0.023, 0.015)}
+    choice = choose_stride(152, 36, lambda k: readings[k], lowest=9)
+    assert [k for k, _, _ in choice.probes] == [36, 18] and choice.stride == 36 and choice.within_budget
+    # the same readings with an error within half the target: the search goes on down
+    quiet = {k: (o, 0.004) for k, (o, _) in readings.items()}
+    assert choose_stride(152, 36, lambda k: quiet[k], lowest=9).stride == 18
+
+
 def test_choose_stride_counts_a_probe_at_its_overhead_plus_its_error() -> None:
     # the eager host of the H200 (8B, batch 8): probes read +0.6% at m = 21 where the cycles then read +1.9%;
     # with an error of 1% a reading of +0.6% is not within the 1% target, and the search down stops there
