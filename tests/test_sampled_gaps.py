@@ -663,15 +663,26 @@ def test_choose_stride_searches_down_when_the_host_absorbs_events() -> None:
     ]  # never below 6
 
 
-def test_choose_stride_takes_no_denser_spacing_from_a_probe_too_noisy_to_tell_the_target() -> None:
-    # the H200's 1B eager b1 on a host moving 49% (2026-12-03 09:58 UTC): searching down from 36, a probe read
-    # -2.8% +/- 1.4% at m = 18 and was taken; the cycles then ran +4.4% pooled, +6.8% in the slowest variant
-    readings = {36: (-0.002, 0.011), 18: (-0.0276, 0.0138), 9: (0.023, 0.015)}
+def test_choose_stride_widens_from_a_probe_too_noisy_to_tell_the_target() -> None:
+    # the H200's 1B eager b1 on a host moving 49% (2026-12-03 09:58 UTC): from 36 (-0.2% +/- 1.1%) the search down
+    # took m = 18 on -2.8% +/- 1.4%, and the cycles ran +4.4% pooled. Neither probe can tell 1% from nothing: m widens
+    readings = {36: (-0.002, 0.011), 18: (-0.0276, 0.0138), 9: (0.023, 0.015), 72: (0.004, 0.003)}
     choice = choose_stride(152, 36, lambda k: readings[k], lowest=9)
-    assert [k for k, _, _ in choice.probes] == [36, 18] and choice.stride == 36 and choice.within_budget
-    # the same readings with an error within half the target: the search goes on down
+    assert [k for k, _, _ in choice.probes] == [36, 72] and choice.stride == 72 and choice.within_budget
+    # the same readings with errors within half the target: the search goes down to 18, as before
     quiet = {k: (o, 0.004) for k, (o, _) in readings.items()}
     assert choose_stride(152, 36, lambda k: quiet[k], lowest=9).stride == 18
+    # a noisy probe on the way down stops the search there and is not taken
+    down = {36: (-0.002, 0.003), 18: (-0.0276, 0.0138)}
+    choice = choose_stride(152, 36, lambda k: down[k], lowest=9)
+    assert [k for k, _, _ in choice.probes] == [36, 18] and choice.stride == 36
+    # where no probe can tell (the host at 10:56: +0.4% +/- 0.6% at 42), m is the widest probed, judged by its
+    # overhead plus its error
+    noisy = {42: (0.004, 0.006), 84: (0.003, 0.007), 152: (0.002, 0.008)}
+    choice = choose_stride(152, 42, lambda k: noisy[k], lowest=9)
+    assert [k for k, _, _ in choice.probes] == [42, 84, 152] and choice.stride == 152 and choice.within_budget
+    choice = choose_stride(152, 42, lambda k: (0.02, 0.01), lowest=9)
+    assert choice.stride == 152 and not choice.within_budget
 
 
 def test_choose_stride_counts_a_probe_at_its_overhead_plus_its_error() -> None:

@@ -115,11 +115,12 @@ CUPTI_CYCLE_UNSTEADY = 0.5
 # clean steps left. On the H200 (8B eager, spacings 18-21) that probe read +0.5 to +1.1% where the cycles' paired
 # variants then read +1.6 to +1.9% pooled and their slowest +2.1 to +2.7% (docs/performance.md).
 PROBE_VARIANTS = 16
-# The search down to a denser spacing takes a probe only where its standard error is within this share of the
-# target: a noisier one cannot tell the target from its reading. On the H200 (1B eager b1, host moving 49%,
-# 2026-12-03 09:58 UTC) a probe read -2.8% +/- 1.4% at m = 18, searching down from 36; the cycles then read +4.4%
-# pooled and +6.8% in the slowest variant. Replayed on the recorded probes of 67 other eager passes (2026-12-02/03),
-# the rule chooses the spacing each of them ran.
+# A stride probe tells the target only where its standard error is within this share of it; a noisier one counts
+# as over every bound (``choose_stride``). On the H200's 1B eager b1, on hosts moving 49% and 67% (2026-12-03), the
+# probes read -2.8% +/- 1.4% at m = 18 and +0.4% +/- 0.6% at m = 42, and the cycles there then ran +4.4% and
+# +2.1% pooled, over the budget. Replayed on the recorded probes of 69 eager passes (2026-12-02/03), the rule
+# widens m past the spacing they ran in 6, all on hosts moving 11-69%, those two among them; graph-mode probes
+# read to 0.1%.
 PROBE_RESOLVES = 0.5
 # Piece boundaries timed per piece variant (two host events each): few enough to cost the step nothing measurable.
 PIECES_PER_STEP = 2
@@ -504,48 +505,53 @@ def choose_stride(
     the paired variants as the cycles run them, ``PROBE_VARIANTS``) and its standard error; a probe counts at its
     overhead plus that error, so that a noisy host (whose probes read anything from -1% to +2% for one m) does not
     talk the choice into a spacing the cycles then find too dense. The chosen m is the smallest probed one within
-    ``accept`` (a probe of the search down: within ``target``, the bound it searched by, and with an error within
-    ``PROBE_RESOLVES`` of it; the search down never probes again a spacing it widened from), else the smallest one
-    probed while widening within the budget; if even ``widest`` is over the budget, m = widest and
-    ``within_budget`` is False. On the H200 (8B eager b8,
-    2026-12-02 07:26 UTC) a probe of the search down read +1.1% at m = 18, within ``accept`` but not ``target``;
-    the cycles then ran +1.5% pooled and +2.5% in the slowest variant."""
+    ``accept`` (a probe of the search down: within ``target``, the bound it searched by; the search down never
+    probes again a spacing it widened from), else the smallest one probed while widening within the budget; if
+    even ``widest`` is over the budget, m = widest and ``within_budget`` is False. A probe whose error is over
+    ``PROBE_RESOLVES`` of the target cannot tell the target from nothing and counts as over every bound: m widens
+    from it and the search down stops at it; where no probe could tell, m is the widest probed, within the budget
+    by its overhead plus its error. On the H200 (8B eager b8, 2026-12-02 07:26 UTC) a probe of the search down read
+    +1.1% at m = 18, within ``accept`` but not ``target``; the cycles then ran +1.5% pooled and +2.5% in the slowest
+    variant."""
     if widest <= lowest:
         return StrideChoice(widest, 0.0, True)
     probes: list[tuple[int, float, float]] = []
+    noisy: set[int] = set()  # the probes too noisy to tell the target from nothing (``PROBE_RESOLVES``)
 
     def probe(k: int) -> float:
         overhead, error = measure(k)
         probes.append((k, overhead, error))
+        if abs(error) > target * PROBE_RESOLVES:
+            noisy.add(len(probes) - 1)
         return overhead + abs(error)
+
+    def last_noisy() -> bool:  # over every bound: m widens from it, the search down stops at it
+        return len(probes) - 1 in noisy
 
     k = max(lowest, min(widest, start))
     upper = probe(k)
-    while upper > accept and k < widest and len(probes) < max_probes:
+    while (upper > accept or last_noisy()) and k < widest and len(probes) < max_probes:
         grow = math.ceil(k * upper / target) if upper > 0 else 2 * k
         k = min(widest, max(2 * k, grow))
         upper = probe(k)
     widened = len(probes)
-    too_dense = {kk for kk, _, _ in probes[: widened - 1]}  # widened from: over ``accept`` when probed
-    unresolved: set[int] = set()  # probes of the search down too noisy to tell the target: not taken
-    if search_down and upper <= target:
+    too_dense = {kk for kk, _, _ in probes[: widened - 1]}  # widened from: over ``accept`` or noisy when probed
+    if search_down and upper <= target and not last_noisy():
         while k > lowest and len(probes) < max_probes:
             lower = max(lowest, k // 2)
-            if lower in too_dense or probe(lower) > target:
-                break
-            if abs(probes[-1][2]) > target * PROBE_RESOLVES:
-                unresolved.add(len(probes) - 1)
+            if lower in too_dense or probe(lower) > target or last_noisy():
                 break
             k = lower
     readings = [(kk, o + abs(e), o) for kk, o, e in probes]
-    good = [
-        r for n, r in enumerate(readings) if n not in unresolved and r[1] <= (accept if n < widened else target)
-    ] or [r for r in readings[:widened] if r[1] <= budget]
+    resolved = [(n, r) for n, r in enumerate(readings) if n not in noisy]
+    good = [r for n, r in resolved if r[1] <= (accept if n < widened else target)] or [
+        r for n, r in resolved if n < widened and r[1] <= budget
+    ]
     if good:
         k, _, overhead = min(good)
         return StrideChoice(k, overhead, True, probes)
-    last = max(readings)
-    return StrideChoice(last[0], last[2], False, probes)
+    last = max(readings)  # the sparsest probed: over the budget, or no probe could tell
+    return StrideChoice(last[0], last[2], last[1] <= budget, probes)
 
 
 def cycles_for(
