@@ -1652,8 +1652,9 @@ def clean_check(
 
     - CUPTI's own step against clean: within 5%, its timestamps describe the clean step (trusted); otherwise only
       its busy time is used (kernel durations do not depend on the host), and the op-for-op check is not made.
-      Where the host moved over the pass (``host_steady`` false) there is no one clean speed to set CUPTI's step
-      against, and CUPTI is not trusted op for op either.
+      Where the clean step moved over the pass (``host_steady`` false: the host, or the GPU's own speed, as in a
+      step the GPU is busy for 96% of that read 7.4 and 9.4 ms in one H200 session) there is no one clean speed to
+      set CUPTI's step against, and CUPTI is not trusted op for op either.
     - stitched gap total (its gaps summed, signed) against the clean step's: clean step time less CUPTI's op
       durations summed (where the kernels could not be grouped into ops, less CUPTI's busy). Where no op overlaps
       its predecessor this is the clean idle (clean step less CUPTI busy); the idle itself, the step less the
@@ -1706,8 +1707,9 @@ def clean_check(
         agrees = None if total_ok is None or busy_ok is None or ops_undecided else True
     if within and not trusted:
         trust = (
-            f"CUPTI's step is {cupti_overhead:+.1%} off clean, but the host moved over the pass: with no one clean "
-            "speed to set it against, its gaps are not taken as the clean step's and the op-for-op check is not made"
+            f"CUPTI's step is {cupti_overhead:+.1%} off clean, but the clean step moved over the pass (the host, or "
+            "the GPU's own speed): with no one clean speed to set it against, its gaps are not taken as the clean "
+            "step's and the op-for-op check is not made"
         )
     elif trusted:
         trust = (
