@@ -589,6 +589,12 @@ class SampledStep:
     reference_ns: float | None = None  # the clean steps timed just before and after its group, averaged
 
 
+def steps_to_fit(error: float, room: float, sigmas: float = 2.0) -> float | None:
+    """About how many times the steps bring ``sigmas`` standard errors within ``room``, the error falling with the
+    square root of the steps; None where nothing would (no error, or no room)."""
+    return (sigmas * error / room) ** 2 if error > 0 and room > 0 else None
+
+
 @dataclass(frozen=True)
 class Overheads:
     """What the sampled steps cost against the clean steps timed beside them (``local_overheads``)."""
@@ -635,9 +641,8 @@ class Overheads:
         if self.within(budget) is not None:
             return None
         if self.none_stands_out:
-            room = budget - self.pooled
-            return (2 * self.pooled_error / room) ** 2 if self.pooled_error > 0 and room > 0 else None
-        return (2 * self.slowest_error / budget) ** 2 if self.slowest_error > 0 and budget > 0 else None
+            return steps_to_fit(self.pooled_error, budget - self.pooled)
+        return steps_to_fit(self.slowest_error, budget)
 
     @property
     def basis(self) -> str:
@@ -1625,9 +1630,7 @@ def gap_total_steps_to_decide(diff_ns: float, tolerance_ns: float, noise_ns: flo
     errors inside it; beyond, two errors inside the excess). None where nothing would (no error, or no
     tolerance)."""
     room = tolerance_ns if abs(diff_ns) <= tolerance_ns else abs(diff_ns) - tolerance_ns
-    if noise_ns <= 0 or room <= 0:
-        return None
-    return (GAP_TOTAL_SIGMAS * noise_ns / room) ** 2
+    return steps_to_fit(noise_ns, room, GAP_TOTAL_SIGMAS)
 
 
 def clean_check(
