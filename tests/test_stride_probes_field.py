@@ -1,7 +1,8 @@
 """The stride choice replayed on the probes of every recorded H200 eager pass (fixture
 ``stride_probes_h200.json.gz``, cut by ``benchmarks/field/stride_probes_fixture.py``): where each probe could tell
 the 1% target, ``sampled.choose_stride`` chooses the spacing the pass ran; it departs only on moving hosts, and
-there from the two passes whose cycles then broke the 2% budget."""
+there from the two passes whose cycles then broke the 2% budget. ``stride_probes_landed_h200.json.gz`` holds the seven
+eager passes run later by the rule as it lands: the replay must choose what each of them ran on the GPU."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 
 from launchprobe.analysis import sampled
 
-FIXTURE = Path(__file__).parent / "fixtures" / "field" / "stride_probes_h200.json.gz"
+FIXTURES = Path(__file__).parent / "fixtures" / "field"
+FIXTURE = FIXTURES / "stride_probes_h200.json.gz"
+LANDED = FIXTURES / "stride_probes_landed_h200.json.gz"
 
 
 class _Unrecorded(Exception):
@@ -74,3 +77,15 @@ def test_the_rule_departs_only_on_moving_hosts_and_from_both_budget_misses(passe
         assert p in departs
         chosen = _replay(p)
         assert chosen is None or chosen > p["stride"]  # sparser, or a spacing wider than any it probed
+
+
+def test_the_passes_run_by_the_rule_as_it_lands_chose_what_the_replay_chooses() -> None:
+    # seven eager passes of 2026-12-03 11:42-11:53 UTC on hosts moving 17-44%, two with a probe too noisy to tell
+    # the target: 1B b64's first (m = 28, +3.4% +/- 0.6%, over every bound either way) and 1B b1's m = 140
+    # (+0.15% +/- 0.55%), from which m widened to 152 (+0.09% +/- 0.33%)
+    landed = list(json.loads(gzip.decompress(LANDED.read_bytes()))["passes"])
+    assert len(landed) == 7
+    assert [_replay(p) for p in landed] == [p["stride"] for p in landed]
+    noisy = [p for p in landed if not _resolves(p)]
+    noisy_cells = [(p["shape"], p["batch"], p["stride"]) for p in noisy]
+    assert noisy_cells == [("llama-3.2-1b", 64, 113), ("llama-3.2-1b", 1, 152)]
