@@ -281,7 +281,7 @@ def kernel_passes(rows: list[ClassifyResult]) -> list[tuple[ClassifyResult, Kern
     return [(r, r.kernel_pass) for r in rows if r.kernel_pass is not None]
 
 
-def kernel_pass_blocks(rows: list[ClassifyResult], kernel_seconds: float | None = None) -> list[Block]:
+def kernel_pass_blocks(rows: list[ClassifyResult], kernel_seconds: float | None) -> list[Block]:
     """The op table, the pass's lines and the timeline strips; ``kernel_seconds``: the run's ``--kernel-seconds``,
     for the value a not-decided check would need."""
     blocks: list[Block] = []
@@ -353,7 +353,7 @@ def _ops_table(r: ClassifyResult, kp: KernelPass) -> Table | None:
     return Table(title=title, columns=columns, rows=body, note=note.removeprefix("; "))
 
 
-def _kernel_pass_lines(kp: KernelPass, kernel_seconds: float | None = None) -> list[str]:
+def _kernel_pass_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
     if kp.density is None:
         return _legacy_kernel_pass_lines(kp)
     lines = [_picture_line(kp)]
@@ -568,7 +568,7 @@ def _paired(kp: KernelPass) -> bool:
     return (kp.pairing or "").startswith("paired events")
 
 
-def _overhead_line(kp: KernelPass, kernel_seconds: float | None = None) -> str:
+def _overhead_line(kp: KernelPass, kernel_seconds: float | None) -> str:
     text = (
         f"instrumentation: {v.fixed(kp.instrumented_step_ms, 3)} ms per {'sampled' if kp.density == 'sampled' else ''}"
         f" step vs {v.fixed(kp.clean_step_ms, 3)} ms clean"
@@ -655,7 +655,7 @@ def _noise_overlap_clause(check: CuptiCheck) -> str:
     return clause
 
 
-def _cupti_lines(kp: KernelPass, kernel_seconds: float | None = None) -> list[str]:
+def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
     check = kp.cupti_check
     if check is None:
         return []
