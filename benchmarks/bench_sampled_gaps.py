@@ -313,6 +313,7 @@ def summarise(
             gap_total_diff_us=check.total_gap_diff_ns / 1e3 if check.total_gap_diff_ns is not None else None,
             gap_total_tolerance_us=check.total_gap_tolerance_ns / 1e3 if check.total_gap_tolerance_ns else None,
             gap_total_noise_us=check.total_gap_noise_ns / 1e3 if check.total_gap_noise_ns is not None else None,
+            gap_total_scatter_us=check.total_gap_scatter_ns / 1e3 if check.total_gap_scatter_ns is not None else None,
             gap_total_agrees=check.total_gap_agrees,
             busy_rel_diff=check.busy_rel_diff,
             busy_agrees=check.busy_agrees,
@@ -488,7 +489,8 @@ def table(cells: list[dict[str, Any]]) -> str:
         "errors, * by the pooled where no variant stands out (a permutation test on ranks, p over 0.05); r: the "
         "pairs' reach; st. step: the stitched "
         "step against clean; gap tot: the stitched gaps summed (signed); clean: the clean step less CUPTI's op "
-        "durations (its gaps, signed); +/-: the stitched total's standard error; ok: yes within tol (and two errors "
+        "durations (its gaps, signed); +/-: the stitched total's standard error (its medians' and its positions' "
+        "scatter, sampled.position_scatter_ns); ok: yes within tol (and two errors "
         "no more than tol), NO beyond it by more than two errors, n/d otherwise (sampled.gap_total_verdict); "
         "idle us / clean: the stitched step less the union of its "
         "ops, and the clean "

@@ -60,6 +60,7 @@ from launchprobe.analysis.sampled import (
     pairing_note,
     piece_boundaries,
     piece_cupti_effects,
+    position_scatter_ns,
     probe_variants,
     sequence_problem,
     sound_corrections,
@@ -905,6 +906,79 @@ def test_the_gap_totals_noise_is_its_spread_over_repeated_passes(jitter: int, n:
         assert spread == 0 and typical == 0
         return
     assert 0.6 * spread < typical < 1.6 * spread, (typical, spread)
+
+
+@pytest.mark.parametrize("offset_ns", [0, 4_000])
+def test_the_positions_scatter_is_the_error_a_fixed_error_per_pair_adds(offset_ns: int) -> None:
+    """40 passes alike but for the host's jitter and, with ``offset_ns``, a fixed error on every far pair's end that
+    each pass draws afresh (normal, that standard deviation), as a variant's own graph capture would put one: the
+    medians' error does not see it, the positions' scatter within their classes does, and the two together are the
+    spread of the totals over the passes."""
+    n, reach = 60, 4
+    durations = [3_000] * n
+    plan = pair_plan(n, 2 * reach, reach)
+    totals, noises, errors = [], [], []
+    for seed in range(40):
+        stream = Stream(duration_ns=durations, launch_ns=[6_000] * n, jitter_ns=3_000, seed=seed)
+        steps, _ = run_sampled(stream, plan.variants, 6, follows=plan.follows)
+        rng = np.random.default_rng(1_000 + seed)
+        offsets: dict[tuple[int, int], int] = {}
+        moved = []
+        for step in steps:
+            ends = dict(step.ends)
+            if plan.roles[step.variant] == "far":
+                for target in sorted(ends)[1::2]:
+                    key = (step.variant, target)
+                    offsets.setdefault(key, round(rng.normal(0, offset_ns)) if offset_ns else 0)
+                    ends[target] += offsets[key]
+            moved.append(SampledStep(step.variant, step.step_ns, ends, step.reference_ns))
+        result = stitch(timings(n), moved, plan, durations)
+        assert result.gap_total_scatter_ns == pytest.approx(position_scatter_ns(result.rows, reach), abs=0.1)
+        totals.append(result.gap_total_ns)
+        noises.append(result.gap_total_noise_ns)
+        errors.append(math.hypot(result.gap_total_noise_ns, result.gap_total_scatter_ns))
+    spread, noise, error = float(np.std(totals)), float(np.median(noises)), float(np.median(errors))
+    assert 0.75 * spread < error < 1.3 * spread, (error, spread)
+    if offset_ns:
+        assert noise < 0.5 * spread, (noise, spread)  # the medians' error alone: far too small
+    else:
+        assert 0.75 * spread < noise < 1.3 * spread, (noise, spread)
+
+
+def test_position_scatter_counts_what_a_class_spreads_beyond_its_positions_errors() -> None:
+    def rows(gaps: list[float], errors: list[float], op: str = "x") -> list[dict[str, Any]]:
+        return [{"op": op, "gap_before_ns": g, "gap_noise_ns": e} for g, e in zip(gaps, errors)]
+
+    # eight positions 1 us apart about their mean (variance 1.14 us^2 with ddof 1), errors 0.5 us: 8 * 1.14 - 2 us^2
+    spread = rows([1_000, 3_000] * 4, [500.0] * 8)
+    assert position_scatter_ns(spread, 0) == pytest.approx(math.sqrt(8 * 8 / 7 * 1e6 - 8 * 0.25e6))
+    assert position_scatter_ns(rows([2_000] * 8, [500.0] * 8), 0) == 0.0  # alike: the errors explain it all
+    assert position_scatter_ns(rows([1_000, 3_000] * 4, [2_000.0] * 8), 0) == 0.0  # within their errors
+    assert position_scatter_ns(rows([0, 9_000, 0], [0.0] * 3), 0) == 0.0  # too few positions to say
+    # classes add; the ops before the reach (read from solo ends, not pairs) are left out
+    both = spread + rows([0, 2_000] * 4, [500.0] * 8, op="y")
+    assert position_scatter_ns(both, 0) == pytest.approx(math.sqrt(2) * position_scatter_ns(spread, 0))
+    assert position_scatter_ns(rows([50_000], [0.0]) + spread, 1) == position_scatter_ns(spread, 0)
+
+
+def test_the_check_judges_the_gap_total_at_its_medians_error_and_its_scatter_together() -> None:
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])
+    stitched = _stitched_like(ops, 100_000)
+    stitched.gap_total_noise_ns = 12_000.0  # type: ignore[attr-defined]
+    stitched.gap_total_scatter_ns = 16_000.0  # type: ignore[attr-defined]
+    check = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
+    assert check["total_gap_noise_ns"] == 20_000.0 and check["total_gap_scatter_ns"] == 16_000.0
+    # the medians' error alone would have decided it (two errors, 24 us, within 50); together (40 us) not beyond
+    assert abs(check["total_gap_diff_ns"]) < 50_000 and check["total_gap_agrees"] is True
+    stitched.gap_total_scatter_ns = 30_000.0  # type: ignore[attr-defined]
+    check = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
+    assert check["total_gap_agrees"] is None  # two errors, 65 us, more than the 50 allowed
+    # the scatter alone fills the room (two of it, 60 us, past 50): more steps would not decide it
+    assert check["total_gap_steps_to_decide"] is None
+    # the medians' error falls with the steps, the scatter does not: 4x the steps halve the first
+    assert gap_total_steps_to_decide(0, 50_000, 20_000, 15_000) == pytest.approx(20_000**2 / (25_000**2 - 15_000**2))
+    assert gap_total_steps_to_decide(0, 50_000, 20_000, 0.0) == pytest.approx((2 * 20 / 50) ** 2)
 
 
 def test_the_like_for_like_check_reads_the_events_taken_under_cupti_beside_the_verdict() -> None:

@@ -85,6 +85,7 @@ OVERHEAD_ACCEPT = 0.014
 CUPTI_TRUST = 0.05  # CUPTI's own step within 5% of clean: its timestamps describe the clean step
 GAP_TOTAL_REL, GAP_TOTAL_ABS_NS = 0.10, 50_000  # stitched gap total vs clean idle: 10% or 50 us, the larger
 GAP_TOTAL_SIGMAS = 2.0  # the gap total is decided at two of its standard errors (``gap_total_verdict``)
+SCATTER_MIN_POSITIONS = 4  # an op class's positions say how far they scatter from this many (``position_scatter_ns``)
 NOISE_OVERLAP_DRAWS = 200  # draws of the gaps' errors for the overlap they make (``noise_overlap_ns``)
 BUSY_REL = 0.05  # stitched busy vs CUPTI busy, beyond the overlap the gaps' noise makes (``busy_verdict``)
 # Within a cycle a clean block runs before every CLEAN_EVERY variants and after the last: each sampled step is set
@@ -703,6 +704,9 @@ class Stitched:
     # the gap total's standard error: the medians it is made of, each from its own steps (the opening op's end, the
     # gaps after it, a kept tail; dense: the step's length)
     gap_total_noise_ns: float = 0.0
+    # the gap total's error that the paired positions' scatter within their op classes shows beyond their own
+    # standard errors (``position_scatter_ns``); 0 for dense plans
+    gap_total_scatter_ns: float = 0.0
 
 
 def _median_int(values: Sequence[int | float]) -> int:
@@ -922,7 +926,34 @@ def stitch(
         tail_measured_ns=tail_measured,
         tail_noise_ns=round(tail_noise, 1),
         gap_total_noise_ns=round(total_noise, 1),
+        gap_total_scatter_ns=round(position_scatter_ns(rows, plan.reach), 1) if plan.roles != ["dense"] else 0.0,
     )
+
+
+def position_scatter_ns(rows: Sequence[Mapping[str, Any]], reach: int) -> float:
+    """The part of the gap total's error that its paired positions (ops ``reach`` and later) show beyond their own
+    standard errors. Every layer runs the same ops, so the clean step gives each op class one gap at every layer
+    (CUPTI's clean steps on the H200: within 0.01-0.17 us across a class's 32 layers in 8B piecewise b1). Per class
+    of ``SCATTER_MIN_POSITIONS`` positions or more, the positions' variance about their mean (times their number)
+    less their squared standard errors summed is error the medians' spread did not count, and it adds to the sum
+    of the gaps: the square root of those excesses summed, each class's at least 0. On the H200 (8B piecewise b1,
+    five passes of one process at reaches 4-12, 2026-12-03 12:47 UTC) a class's positions spread 1.0-2.9 times
+    their standard errors (the median class 1.5-1.8), furthest where the pair's anchor is mlp_norm (positions 3-6
+    us off their class, tight within their own steps); the scatter came to 14-18 us on the total against the
+    medians' 10-13, and the five totals spread 23 us, 2.2 times the medians' error and 1.2 times the two together
+    (tests/test_scatter_field.py). Where the clean step's layers differ in truth, that difference counts here too:
+    an error on the safe side."""
+    by_class: dict[str, list[tuple[float, float]]] = {}
+    for row in rows[reach:]:
+        by_class.setdefault(str(row["op"]), []).append((float(row["gap_before_ns"]), float(row["gap_noise_ns"] or 0)))
+    excess = 0.0
+    for values in by_class.values():
+        if len(values) < SCATTER_MIN_POSITIONS:
+            continue
+        gaps = np.array([gap for gap, _ in values])
+        errors = np.array([error for _, error in values])
+        excess += max(0.0, float(np.var(gaps, ddof=1)) * len(values) - float(np.sum(errors**2)))
+    return math.sqrt(excess)
 
 
 def end_shifts(
@@ -1624,13 +1655,19 @@ def busy_verdict(diff_ns: float, tolerance_ns: float, overlap_ns: float) -> bool
     return None
 
 
-def gap_total_steps_to_decide(diff_ns: float, tolerance_ns: float, noise_ns: float) -> float | None:
+def gap_total_steps_to_decide(
+    diff_ns: float, tolerance_ns: float, noise_ns: float, scatter_ns: float = 0.0
+) -> float | None:
     """For a gap total ``gap_total_verdict`` leaves undecided: about how many times the steps per variant would
-    decide it, its error falling with their square root and its difference holding (within the tolerance, two
-    errors inside it; beyond, two errors inside the excess). None where nothing would (no error, or no
-    tolerance)."""
+    decide it, the medians' error ``noise_ns`` falling with their square root, the positions' scatter
+    ``scatter_ns`` (``position_scatter_ns``) taken not to, and the difference holding (within the tolerance, two
+    errors inside it; beyond, two errors inside the excess). None where nothing would: no error, no tolerance, or
+    a scatter that alone fills that room."""
     room = tolerance_ns if abs(diff_ns) <= tolerance_ns else abs(diff_ns) - tolerance_ns
-    return steps_to_fit(noise_ns, room, GAP_TOTAL_SIGMAS)
+    left = (room / GAP_TOTAL_SIGMAS) ** 2 - scatter_ns**2
+    if left <= 0:
+        return None
+    return steps_to_fit(noise_ns, GAP_TOTAL_SIGMAS * math.sqrt(left), GAP_TOTAL_SIGMAS)
 
 
 def clean_check(
@@ -1703,7 +1740,9 @@ def clean_check(
     ops_undecided = bool(ops) and ops_agree is None
     likes = [o["gap_under_cupti_agrees"] for o in ops if "gap_under_cupti_agrees" in o]
     ops_under_cupti_agree = all(likes) if likes else None
-    total_ok = gap_total_verdict(gap_diff, tolerance, stitched.gap_total_noise_ns)
+    scatter = stitched.gap_total_scatter_ns
+    total_error = math.hypot(stitched.gap_total_noise_ns, scatter)
+    total_ok = gap_total_verdict(gap_diff, tolerance, total_error)
     busy_ok = busy_verdict(stitched.busy_ns - busy_ref, BUSY_REL * busy_ref, overlap) if busy_ref else False
     agrees: bool | None = False
     if busy_ok is not False and total_ok is not False and ops_agree is not False:
@@ -1753,10 +1792,13 @@ def clean_check(
         "cupti_total_gap_ns": ref.step_ns - busy_ref,
         "total_gap_diff_ns": gap_diff,
         "total_gap_tolerance_ns": tolerance,
-        "total_gap_noise_ns": stitched.gap_total_noise_ns,
+        "total_gap_noise_ns": round(total_error, 1),
+        "total_gap_scatter_ns": scatter,
         "total_gap_agrees": total_ok,
         "total_gap_steps_to_decide": (
-            gap_total_steps_to_decide(gap_diff, tolerance, stitched.gap_total_noise_ns) if total_ok is None else None
+            gap_total_steps_to_decide(gap_diff, tolerance, stitched.gap_total_noise_ns, scatter)
+            if total_ok is None
+            else None
         ),
         "ops": ops,
         "ops_agree": ops_agree,

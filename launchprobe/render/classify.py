@@ -644,6 +644,38 @@ def _steps_to_decide(factor: float | None, kernel_seconds: float | None) -> str:
     return text + f" per variant: --kernel-seconds {wanted:g} or more (this run: {kernel_seconds:g})"
 
 
+def _scatter_clause(check: CuptiCheck) -> str:
+    """The part of the gap total's error its positions' scatter makes, where it is worth saying (1 us or more)."""
+    scatter = check.total_gap_scatter_ns
+    if scatter is None or scatter < 1_000:
+        return ""
+    return f" (of which {v.sig(scatter, 1e-3)} from its positions scattering beyond their own errors)"
+
+
+def _undecided_total_clause(check: CuptiCheck, kernel_seconds: float | None) -> str:
+    """Why a gap total is not decided, and what would decide it."""
+    from launchprobe.analysis.sampled import GAP_TOTAL_SIGMAS
+
+    noise, scatter = check.total_gap_noise_ns or 0.0, check.total_gap_scatter_ns or 0.0
+    diff, tolerance = abs(check.total_gap_diff_ns or 0.0), check.total_gap_tolerance_ns or 0.0
+    room = tolerance if diff <= tolerance else diff - tolerance  # as sampled.gap_total_steps_to_decide has it
+    if scatter > 0 and GAP_TOTAL_SIGMAS * scatter >= room:
+        return (
+            " (at two standard errors the stitched total cannot be told within or beyond it, and more steps would "
+            "not tell it: its positions scatter within their op classes beyond their own errors, "
+            f"{v.sig(scatter, 1e-3)} us on the total; docs/gaps.md)"
+        )
+    cause = (
+        "its positions scatter within their op classes beyond their own errors"
+        if scatter > noise / math.sqrt(2)
+        else "its steps vary too much, as where the host moves"
+    )
+    return (
+        f" (at two standard errors the stitched total cannot be told within or beyond it: {cause}; "
+        f"{_steps_to_decide(check.total_gap_steps_to_decide, kernel_seconds)})"
+    )
+
+
 def _noise_overlap_clause(check: CuptiCheck) -> str:
     """What the gaps' noise alone does to the stitched busy, where it is worth saying (1 us or more)."""
     overlap = check.busy_noise_overlap_ns
@@ -674,10 +706,10 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
         f"check, gap total: {v.fixed(check.events_total_gap_ns, 3, 1e-6)} ms stitched vs {reference}, difference "
         f"{v.sig(check.total_gap_diff_ns, 1e-3)}"
         + (f" +/- {v.sig(noise, 1e-3)}" if noise is not None else "")
+        + _scatter_clause(check)
         + f" us against {v.sig(check.total_gap_tolerance_ns, 1e-3)} us allowed: {word[check.total_gap_agrees]}"
         + (
-            " (at two standard errors the stitched total cannot be told within or beyond it: its steps vary too "
-            f"much, as where the host moves; {_steps_to_decide(check.total_gap_steps_to_decide, kernel_seconds)})"
+            _undecided_total_clause(check, kernel_seconds)
             if check.total_gap_agrees is None and noise is not None
             else ""
         )

@@ -375,7 +375,10 @@ class CuptiCheck(Record, kw_only=True):
     cupti_total_gap_ns: float | None = None  # CUPTI's own step time minus its busy
     total_gap_diff_ns: float | None = None
     total_gap_tolerance_ns: float | None = None
-    total_gap_noise_ns: float | None = None  # the stitched gap total's standard error (null in older files)
+    # the stitched gap total's standard error: its medians' and its positions' scatter together (null in older
+    # files; before 2026-12-03 13:00 UTC the medians' alone)
+    total_gap_noise_ns: float | None = None
+    total_gap_scatter_ns: float | None = None  # the positions' scatter part of it (``sampled.position_scatter_ns``)
     total_gap_agrees: bool | None = None  # at two standard errors; None: not decided, its error too large
     total_gap_steps_to_decide: float | None = None  # undecided: about how many times the steps would decide it
     ops: list[OpCheck] = msgspec.field(default_factory=list)
