@@ -92,23 +92,28 @@ def eager_passes(
         nth = wanted.get(key, set())
         if key not in wanted or (nth is not None and seen[key] not in nth):
             continue
-        stitched = {
-            "shape": cell["shape"],
-            "mode": record["mode"],
-            "bucket": record["bucket"],
-            # raw files recorded before the capture kept the pass's own reach hold the requested one (None)
-            "reach": record["reach"] or cell["kernel_pass"]["reach"],
-            "names": record["names"],
-            "layers": record["layers"],
-            "host_launched": record["host_launched"],
-            "plan": record["plan"],
-            "durations": record["durations"],
-            "end_shifts": record["stitch_args"][1],
-            "steps": record["steps"],
-            "clean_in_cycles": record["clean_in_cycles"],
-        }
-        out.append((record, cell, stitched))
+        out.append((record, cell, stitch_inputs(record, cell)))
     return out
+
+
+def stitch_inputs(record: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
+    """What a recorded pass stitched: op names, layers, host-launched flags, the plan, the reach, CUPTI's op
+    durations, the end shifts, every sampled step with its clean reference, the clean steps timed in the cycles."""
+    return {
+        "shape": cell["shape"],
+        "mode": record["mode"],
+        "bucket": record["bucket"],
+        # raw files recorded before the capture kept the pass's own reach hold the requested one (None)
+        "reach": record["reach"] or cell["kernel_pass"]["reach"],
+        "names": record["names"],
+        "layers": record["layers"],
+        "host_launched": record["host_launched"],
+        "plan": record["plan"],
+        "durations": record["durations"],
+        "end_shifts": record["stitch_args"][1],
+        "steps": record["steps"],
+        "clean_in_cycles": record["clean_in_cycles"],
+    }
 
 
 def cut(

@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/field/, for fixture_cut
 
-from fixture_cut import cut, recorded_passes  # noqa: E402
+from fixture_cut import cut, recorded_passes, stitch_inputs  # noqa: E402
 
 CUPTI_STEPS = 16
 
@@ -41,19 +41,8 @@ def _cells(out_dir: Path) -> list[dict[str, Any]]:
             continue
         check = cell["kernel_pass"]["cupti_check"]
         out.append(
-            {
-                "shape": cell["shape"],
-                "mode": record["mode"],
-                "bucket": record["bucket"],
-                "reach": record["reach"] or cell["kernel_pass"]["reach"],
-                "names": record["names"],
-                "layers": record["layers"],
-                "host_launched": record["host_launched"],
-                "plan": record["plan"],
-                "durations": record["durations"],
-                "end_shifts": record["stitch_args"][1],
-                "steps": record["steps"],
-                "clean_in_cycles": record["clean_in_cycles"],
+            stitch_inputs(record, cell)
+            | {
                 "cupti_ops": _cupti_ops(record),
                 "as_run": {
                     "stitched_gap_total_ns": check["events_total_gap_ns"],
