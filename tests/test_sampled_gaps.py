@@ -975,7 +975,11 @@ def test_the_check_judges_the_gap_total_at_its_medians_error_and_its_scatter_tog
     check = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
     assert check["total_gap_agrees"] is None  # two errors, 65 us, more than the 50 allowed
     # the scatter alone fills the room (two of it, 60 us, past 50): more steps would not decide it
-    assert check["total_gap_steps_to_decide"] is None
+    assert check["total_gap_steps_to_decide"] is None and check["total_gap_scatter_bound"] is True
+    stitched.gap_total_scatter_ns = 24_000.0  # type: ignore[attr-defined]
+    check = clean_check(stitched, 100_000.0, ref)  # type: ignore[arg-type]
+    assert check["total_gap_agrees"] is None and check["total_gap_scatter_bound"] is False  # 48 us: steps would
+    assert check["total_gap_steps_to_decide"] is not None
     # the medians' error falls with the steps, the scatter does not: 4x the steps halve the first
     assert gap_total_steps_to_decide(0, 50_000, 20_000, 15_000) == pytest.approx(20_000**2 / (25_000**2 - 15_000**2))
     assert gap_total_steps_to_decide(0, 50_000, 20_000, 0.0) == pytest.approx((2 * 20 / 50) ** 2)

@@ -1663,11 +1663,22 @@ def gap_total_steps_to_decide(
     ``scatter_ns`` (``position_scatter_ns``) taken not to, and the difference holding (within the tolerance, two
     errors inside it; beyond, two errors inside the excess). None where nothing would: no error, no tolerance, or
     a scatter that alone fills that room."""
-    room = tolerance_ns if abs(diff_ns) <= tolerance_ns else abs(diff_ns) - tolerance_ns
-    left = (room / GAP_TOTAL_SIGMAS) ** 2 - scatter_ns**2
+    left = (_gap_total_room(diff_ns, tolerance_ns) / GAP_TOTAL_SIGMAS) ** 2 - scatter_ns**2
     if left <= 0:
         return None
     return steps_to_fit(noise_ns, GAP_TOTAL_SIGMAS * math.sqrt(left), GAP_TOTAL_SIGMAS)
+
+
+def gap_total_scatter_bound(diff_ns: float, tolerance_ns: float, scatter_ns: float) -> bool:
+    """Whether the positions' scatter alone keeps a gap total undecided at any number of steps: two of it fill the
+    room ``gap_total_steps_to_decide`` would fit two errors into."""
+    return scatter_ns > 0 and GAP_TOTAL_SIGMAS * scatter_ns >= _gap_total_room(diff_ns, tolerance_ns)
+
+
+def _gap_total_room(diff_ns: float, tolerance_ns: float) -> float:
+    """Where a gap total's two errors must fit to decide it: the tolerance, for a total within it; the excess, for
+    one beyond."""
+    return tolerance_ns if abs(diff_ns) <= tolerance_ns else abs(diff_ns) - tolerance_ns
 
 
 def clean_check(
@@ -1799,6 +1810,9 @@ def clean_check(
             gap_total_steps_to_decide(gap_diff, tolerance, stitched.gap_total_noise_ns, scatter)
             if total_ok is None
             else None
+        ),
+        "total_gap_scatter_bound": (
+            gap_total_scatter_bound(gap_diff, tolerance, scatter) if total_ok is None else None
         ),
         "ops": ops,
         "ops_agree": ops_agree,

@@ -654,12 +654,8 @@ def _scatter_clause(check: CuptiCheck) -> str:
 
 def _undecided_total_clause(check: CuptiCheck, kernel_seconds: float | None) -> str:
     """Why a gap total is not decided, and what would decide it."""
-    from launchprobe.analysis.sampled import GAP_TOTAL_SIGMAS
-
     noise, scatter = check.total_gap_noise_ns or 0.0, check.total_gap_scatter_ns or 0.0
-    diff, tolerance = abs(check.total_gap_diff_ns or 0.0), check.total_gap_tolerance_ns or 0.0
-    room = tolerance if diff <= tolerance else diff - tolerance  # as sampled.gap_total_steps_to_decide has it
-    if scatter > 0 and GAP_TOTAL_SIGMAS * scatter >= room:
+    if check.total_gap_scatter_bound:
         return (
             " (at two standard errors the stitched total cannot be told within or beyond it, and more steps would "
             "not tell it: its positions scatter within their op classes beyond their own errors, "

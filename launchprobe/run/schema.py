@@ -381,6 +381,8 @@ class CuptiCheck(Record, kw_only=True):
     total_gap_scatter_ns: float | None = None  # the positions' scatter part of it (``sampled.position_scatter_ns``)
     total_gap_agrees: bool | None = None  # at two standard errors; None: not decided, its error too large
     total_gap_steps_to_decide: float | None = None  # undecided: about how many times the steps would decide it
+    # undecided: the positions' scatter alone keeps it so, at any number of steps (``sampled.gap_total_scatter_bound``)
+    total_gap_scatter_bound: bool | None = None
     ops: list[OpCheck] = msgspec.field(default_factory=list)
     # every class's gap_verdict an agreement; None: not compared op for op (CUPTI not trusted, or not grouped), or
     # a class not decided and none disagreeing
