@@ -1032,9 +1032,18 @@ def test_a_class_a_second_capture_moves_is_checked_against_that_capture_too() ->
     x = {o["op"]: o for o in check["ops"]}["x"]
     assert not x["gap_agrees"] and x["gap_verdict"] == "agree across captures" and check["ops_agree"]
     assert x["cupti_second_capture_gap_ns_median"] == 2_400 and x["capture_moved"] and x["gap_second_capture_agrees"]
-    # a second capture within the bar of the first (0.9 us off): no second value to take, the class disagrees
-    near = [dict(moved[0], shift_ns=-900.0, beyond_bar=False, second_gap_ns_median=4_100.0)]
+    # a second capture 0.9 us off the first, within the bar but beyond its error (a move between the two values of a
+    # piece's start): CUPTI read the class at both, and the events agree with the second (2 us against 2.9)
+    near = [dict(moved[0], shift_ns=-2_100.0, beyond_bar=False, moved=True, second_gap_ns_median=2_900.0)]
     x = {o["op"]: o for o in clean_check(short, 100_000.0, ref, capture_classes=near)["ops"]}["x"]  # type: ignore[arg-type]
+    assert x["gap_verdict"] == "agree across captures" and x["capture_moved"] is True
+    # the same second value, not a move (within its error): no second value to take, the class disagrees
+    still = [dict(near[0], moved=False)]
+    x = {o["op"]: o for o in clean_check(short, 100_000.0, ref, capture_classes=still)["ops"]}["x"]  # type: ignore[arg-type]
+    assert x["gap_verdict"] == "disagree" and x["capture_moved"] is False
+    # a check recorded before ``moved``: beyond the bar decides, as it did then
+    old = [{k: v for k, v in near[0].items() if k != "moved"}]
+    x = {o["op"]: o for o in clean_check(short, 100_000.0, ref, capture_classes=old)["ops"]}["x"]  # type: ignore[arg-type]
     assert x["gap_verdict"] == "disagree" and x["capture_moved"] is False
     # moved beyond the bar, but the events miss that capture's value too (2 us against 3.5): they disagree
     other = [dict(moved[0], shift_ns=-1_500.0, second_gap_ns_median=3_500.0)]
@@ -1351,11 +1360,28 @@ def test_capture_shifts_flag_a_class_whose_cupti_gap_moves_beyond_the_bar_betwee
     assert rows["o_proj"]["shift_ns"] == -1_100 and rows["o_proj"]["beyond_bar"] and rows["o_proj"]["count"] == 4
     assert rows["down"]["shift_ns"] == 300 and not rows["down"]["beyond_bar"]
     assert rows["attention"]["shift_ns"] == 0 and not rows["attention"]["beyond_bar"]
-    # the bar is 15% of the class's gap where that is more than 1 us: 1.1 us on a 9 us gap is within it
-    wide = capture_shifts(["embed", "lm_head"], [0.0, 9_000.0], [0.0, 10_100.0])
+    # every layer moved alike: no spread, so any shift is a move, and none is not
+    assert rows["down"]["moved"] and rows["down"]["shift_error_ns"] == 0 and not rows["attention"]["moved"]
+    # the bar is 15% of the class's gap where that is more than 1 us: 1.1 us on a 9 us gap is within it; a class
+    # of one op takes its error from the ops' own (medians over steps): 1.1 us at 0.5 us each is not a move
+    wide = capture_shifts(["embed", "lm_head"], [0.0, 9_000.0], [0.0, 10_100.0], [0.0, 500.0], [0.0, 500.0])
     assert wide == [
-        {"op": "lm_head", "count": 1, "shift_ns": 1_100.0, "beyond_bar": False, "second_gap_ns_median": 10_100.0}
+        {
+            "op": "lm_head",
+            "count": 1,
+            "shift_ns": 1_100.0,
+            "shift_error_ns": pytest.approx(707.1, abs=0.1),
+            "beyond_bar": False,
+            "moved": False,
+            "second_gap_ns_median": 10_100.0,
+        }
     ]
+    # at 0.2 us each it is; without the ops' errors a one-op class's move is the bar's alone
+    assert capture_shifts(["embed", "lm_head"], [0.0, 9_000.0], [0.0, 10_100.0], [0.0, 200.0], [0.0, 200.0])[0]["moved"]
+    assert capture_shifts(["embed", "lm_head"], [0.0, 9_000.0], [0.0, 10_100.0])[0]["shift_error_ns"] is None
+    # layers that moved unlike: a shift within twice its error is no move
+    spread = capture_shifts(["e"] + ["x"] * 6, [0.0] + [1_000.0] * 6, [0.0, 100, 700, 1_200, 1_400, 1_900, 2_200])
+    assert spread[0]["shift_ns"] == 300 and spread[0]["shift_error_ns"] > 150 and not spread[0]["moved"]
     assert rows["o_proj"]["second_gap_ns_median"] == 1_800  # the class's median gap in the second capture
     with pytest.raises(ValueError):
         capture_shifts(names, first, second[:-1])

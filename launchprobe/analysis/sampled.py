@@ -1135,13 +1135,23 @@ def anchor_effects(
 
 
 def capture_shifts(
-    names: Sequence[str], first_gaps_ns: Sequence[float], second_gaps_ns: Sequence[float]
+    names: Sequence[str],
+    first_gaps_ns: Sequence[float],
+    second_gaps_ns: Sequence[float],
+    first_errors_ns: Sequence[float] | None = None,
+    second_errors_ns: Sequence[float] | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class, CUPTI's gap before the op in a second capture of the clean step's graphs less in the first
-    (the median over the class's ops of the per-op differences), and whether that is beyond the op bar of the
-    first's class median. On the H200 a capture afresh moved CUPTI's gap before a graph piece's first kernel by
-    1.0-1.35 us while the step's length, measured without CUPTI, moved by under 1 us a boundary
-    (docs/performance.md): where it is beyond the bar, CUPTI's value for the class depends on the capture."""
+    (the median over the class's ops of the per-op differences), its standard error, whether it is beyond the op
+    bar of the first's class median, and whether it is a move at all (``moved``: beyond ``CUPTI_EFFECT_SIGMAS`` of
+    that error, or beyond the bar). On the H200 a capture afresh moved CUPTI's gap before a graph piece's first
+    kernel by 1.0-1.35 us while the step's length, measured without CUPTI, moved by under 1 us a boundary
+    (docs/performance.md): where it moves, CUPTI's value for the class depends on the capture. The two values of
+    that gap are 0.9-1.4 us apart, and a move between them can be under the bar (0.70-0.95 us in 1B piecewise b1).
+
+    The error: from the spread of the per-op differences in a class of ``SCATTER_MIN_POSITIONS`` ops or more (the
+    layers of a step move together, so each op's own error would say less); from the ops' own errors (per-op
+    medians over steps: ``CuptiReference.op_gap_error_ns``) in a smaller class, None without them."""
     if not (len(names) == len(first_gaps_ns) == len(second_gaps_ns)):
         raise ValueError("one gap per op in each capture")
     members: dict[str, list[int]] = {}
@@ -1150,12 +1160,27 @@ def capture_shifts(
             members.setdefault(name, []).append(i)
     rows = []
     for name, ops in members.items():
-        shift = float(statistics.median(second_gaps_ns[i] - first_gaps_ns[i] for i in ops))
+        diffs = [second_gaps_ns[i] - first_gaps_ns[i] for i in ops]
+        shift = float(statistics.median(diffs))
         first = float(statistics.median(first_gaps_ns[i] for i in ops))
         second = float(statistics.median(second_gaps_ns[i] for i in ops))
+        error: float | None = None
+        if len(ops) >= SCATTER_MIN_POSITIONS:
+            error = median_error(diffs)
+        elif first_errors_ns is not None and second_errors_ns is not None:
+            error = float(statistics.median(math.hypot(first_errors_ns[i], second_errors_ns[i]) for i in ops))
         beyond = abs(shift) > max(OP_GAP_ABS_NS, OP_GAP_REL * abs(first))
+        moved = beyond or (error is not None and abs(shift) > CUPTI_EFFECT_SIGMAS * error)
         rows.append(
-            {"op": name, "count": len(ops), "shift_ns": shift, "beyond_bar": beyond, "second_gap_ns_median": second}
+            {
+                "op": name,
+                "count": len(ops),
+                "shift_ns": shift,
+                "shift_error_ns": error,
+                "beyond_bar": beyond,
+                "moved": moved,
+                "second_gap_ns_median": second,
+            }
         )
     return rows
 
@@ -1357,6 +1382,7 @@ class CuptiReference:
     op_busy_ns: float | None = None  # union of op intervals (intra-op gaps count as busy, as for the events)
     op_duration_ns: list[float] | None = None  # per op index, median over steps
     op_gap_ns: list[float] | None = None  # per op index, median over steps (op 0: from the previous step's end)
+    op_gap_error_ns: list[float] | None = None  # per op index, that median's standard error (``median_error``)
     grouping: str | None = None  # how kernels were grouped into ops, or why they were not
 
 
@@ -1393,6 +1419,7 @@ def cupti_reference(
         if number:
             gaps[0].append(step[0][0] - max(e for _, e in per_step[number - 1]))
     ref.op_gap_ns = [float(statistics.median(g)) if g else 0.0 for g in gaps]
+    ref.op_gap_error_ns = [median_error(g) for g in gaps]
     ref.grouping = "by a counting pass (ops one by one, sync between); its kernel sequence matches the step's"
     return ref
 
@@ -1471,10 +1498,11 @@ def op_class_checks(
     the step (their anchors idle longer under CUPTI): either reading that agrees then stands, and the bar is a floor.
 
     With ``capture_classes`` (``capture_shifts`` of the capture check: CUPTI's clean gaps in a second capture of
-    the same graphs), a class whose CUPTI value the second capture moved beyond the bar has no one clean value to
-    1 us: which capture the user's graph is decides it (on the H200, the gap before a graph piece's first kernel,
-    by 1.0-1.35 us, docs/performance.md). The events' variants replay captures of their own. Such a class is then
-    also checked against the second capture's value.
+    the same graphs), a class whose CUPTI value the second capture moved (``moved``: beyond its error, or beyond
+    the bar) has no one clean value: which capture the user's graph is decides it (on the H200, the gap before a
+    graph piece's first kernel, by 0.7-1.35 us, docs/performance.md). The events' variants replay captures of
+    their own. Such a class is then also checked against the second capture's value: CUPTI read both, so the
+    reading is let off by no more than CUPTI's own move.
 
     With ``head_effect`` (piecewise: ``head_cupti_effect``), the class of op 0, whose gap is the head, takes CUPTI's
     effect from the head variant instead (``cupti_effect_source`` "head variant"), and its like-for-like reading is
@@ -1566,12 +1594,13 @@ def op_class_checks(
         if other is not None and other.get("second_gap_ns_median") is not None:
             second = float(other["second_gap_ns_median"])
             second_agrees = within_op_bar(events_gap, second)
+            moved_by_capture = bool(other.get("moved", other["beyond_bar"]))
             row.update(
                 cupti_second_capture_gap_ns_median=second,
-                capture_moved=bool(other["beyond_bar"]),
+                capture_moved=moved_by_capture,
                 gap_second_capture_agrees=second_agrees,
             )
-            if row["gap_verdict"] == GAP_DISAGREE and other["beyond_bar"] and second_agrees:
+            if row["gap_verdict"] == GAP_DISAGREE and moved_by_capture and second_agrees:
                 row["gap_verdict"] = GAP_AGREE_ACROSS_CAPTURES
         unsteady = later is not None and later["off_bar_fraction"] >= CUPTI_CYCLE_UNSTEADY
         if row["gap_verdict"] == GAP_DISAGREE and unsteady:

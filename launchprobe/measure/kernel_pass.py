@@ -1181,7 +1181,9 @@ def _capture_check(
         return {"classes": [], "note": f"not measured: the second capture's CUPTI steps {other.grouping}"}
     _, shift, error = alternating(second.run, clean.run, step_ms)
     return {
-        "classes": sampled.capture_shifts(names, ref.op_gap_ns, other.op_gap_ns),
+        "classes": sampled.capture_shifts(
+            names, ref.op_gap_ns, other.op_gap_ns, ref.op_gap_error_ns, other.op_gap_error_ns
+        ),
         "step_shift_ns": shift * step_ms * 1e6,
         "step_shift_error_ns": error * step_ms * 1e6,
         "note": (

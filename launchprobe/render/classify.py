@@ -21,6 +21,7 @@ from launchprobe.run.schema import (
     KERNEL_SECONDS_MAX,
     OVERHEAD_BASIS_POOLED,
     CaptureCheck,
+    CaptureShift,
     CeilingsRecord,
     ClassifyConfigRecord,
     ClassifyResult,
@@ -506,6 +507,11 @@ def _fraction(value: float | None) -> str:
     return f"{value:+.1%}" if value is not None else "n/a"
 
 
+def _capture_moved(shift: CaptureShift) -> bool:
+    """Whether a second capture moved CUPTI's gap for the class (files before ``moved``: beyond the bar)."""
+    return shift.moved if shift.moved is not None else shift.beyond_bar
+
+
 def _capture_line(check: CaptureCheck) -> str:
     """CUPTI's gaps in a second capture of the clean graphs: the classes it moves beyond the bar, and the step."""
     if not check.classes:
@@ -726,7 +732,7 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
     if check.ops:
         bad = [o for o in check.ops if not o.gap_agrees]
         captured = kp.cupti_capture_check
-        moves = {c.op: c.shift_ns for c in captured.classes if c.beyond_bar} if captured is not None else {}
+        moves = {c.op: c.shift_ns for c in captured.classes if _capture_moved(c)} if captured is not None else {}
         detail = ", ".join(
             f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us"
             + (" (like for like ok)" if o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE else "")

@@ -226,7 +226,8 @@ class OpCheck(Record, kw_only=True):
     cupti_cycle_gap_ns_median: float | None = None
     cupti_cycle_off_bar_fraction: float | None = None
     # CUPTI's value for the class in a second capture of the clean graphs (the capture check), whether that capture
-    # moved it beyond the bar, and whether the events' reading is within the bar of it
+    # moved it (CaptureShift.moved; beyond the bar in files before 2026-12-03 14:30 UTC), and whether the events'
+    # reading is within the bar of it
     cupti_second_capture_gap_ns_median: float | None = None
     capture_moved: bool | None = None
     gap_second_capture_agrees: bool | None = None
@@ -234,7 +235,7 @@ class OpCheck(Record, kw_only=True):
     # events cannot see a start, so their reading carries it; reported beside the verdict, applied to nothing
     start_bias_ns: float | None = None
     # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | agree across captures
-    # (a second capture moves CUPTI's value beyond the bar; the reading agrees with that capture's) | disagree
+    # (a second capture moves CUPTI's value; the reading agrees with that capture's) | disagree
     gap_verdict: str | None = None
 
 
@@ -326,8 +327,12 @@ class CaptureShift(Record, kw_only=True):
     op: str
     count: int
     shift_ns: float
-    beyond_bar: bool  # beyond the op bar (1 us or 15%): CUPTI's gap for the class depends on the capture
+    beyond_bar: bool  # beyond the op bar (1 us or 15%)
     second_gap_ns_median: float | None = None  # the class's median gap in the second capture (null in older files)
+    shift_error_ns: float | None = None  # the shift's standard error (null in older files)
+    # beyond 2 of its standard errors or beyond the bar: CUPTI's gap for the class depends on the capture (null in
+    # older files, where beyond_bar alone said so)
+    moved: bool | None = None
 
 
 class CaptureCheck(Record, kw_only=True):
@@ -474,7 +479,7 @@ class KernelPass(Record, kw_only=True):
     # (a diagnostic: the events cannot see it, and taking it from CUPTI would put CUPTI's gap into the reading)
     cupti_start_shifts: list[StartShift] | None = None
     # graph modes: CUPTI's per-class gaps in a second capture of the clean graphs less in the first; a class it moves
-    # beyond the bar is also checked against the second capture (OpCheck.gap_verdict "agree across captures")
+    # is also checked against the second capture (OpCheck.gap_verdict "agree across captures")
     cupti_capture_check: CaptureCheck | None = None
     # graph modes: per-op gaps from timer-kernel pairs, split to sum to the stitch, and per class against CUPTI
     timer_pairs: TimerPairs | None = None
