@@ -372,6 +372,16 @@ def test_the_cupti_cycle_repeats_the_one_per_step_variants_and_refuses_a_variant
     assert runs == {v: 1 + (kernel_pass.SHIFT_ROUNDS if v in extra else 0) for v in range(len(plan.variants))}
     assert sorted(s.variant for s in seen.steps) == sorted(v for v, k in runs.items() for _ in range(k))
     assert all(len(s.ends) == len(plan.variants[s.variant]) for s in seen.steps)  # read by the events too
+    # the gap into each clean step that ran right after another clean one (the first of a clean block follows a
+    # variant's step, whose gap into the next is not the clean step's)
+    clean_at = [j for j, v in enumerate(seen.ran) if v < 0]
+    assert len(clean_at) == len(seen.clean) and len(seen.clean_heads) < len(seen.clean)
+    expected = [
+        seen.clean[k][0][0] - max(e for _, e in seen.clean[k - 1])
+        for k in range(1, len(clean_at))
+        if clean_at[k] - clean_at[k - 1] == 1
+    ]
+    assert seen.clean_heads == expected and len(expected) > 0
 
     def renamed(work: Callable[[], Any]) -> list[tuple[str, int, int]]:  # the later half launches other kernels
         rows = fake_intervals(work)

@@ -1422,6 +1422,21 @@ def test_the_heads_class_takes_cuptis_effect_from_the_head_variant() -> None:
     plain = clean_check(events, 100_000.0, ref, under_cupti=under)
     h = {o["op"]: o for o in plain["ops"]}["h"]
     assert h["cupti_effect_source"] == "stitched under CUPTI" and h["cupti_effect_ns"] == 0
+    # CUPTI's own later clean steps put the gap between steps beyond the bar of its reference in most of them (as
+    # in 1B piecewise b1 on the H200, 2026-12-03 14:32 UTC: 4.29 us in the reference, 5.82 in 88% of the cycle's):
+    # the head the events miss is not decided; in a quarter of them it stays a miss
+    for share, verdict in ((0.88, "not decided"), (0.25, "disagree")):
+        later = {"h": {"cycle_gap_ns_median": 5_800.0, "off_bar_fraction": share}}
+        noisy = clean_check(
+            events,
+            100_000.0,
+            ref,
+            under_cupti=under,
+            head_effect=VariantEffect(1_500.0, 800.0, 60, 25),
+            cycle_clean=later,
+        )
+        h = {o["op"]: o for o in noisy["ops"]}["h"]
+        assert h["gap_verdict"] == verdict and h["cupti_cycle_gap_ns_median"] == 5_800
 
 
 def test_a_head_effect_under_the_bar_but_beyond_its_noise_moves_the_heads_class() -> None:
@@ -1565,6 +1580,12 @@ def test_cupti_clean_steps_later_in_the_pass_per_class_beside_the_reference() ->
     assert later["o_proj"] == {"steps": 3, "cycle_gap_ns_median": 1_700.0, "off_bar_fraction": pytest.approx(2 / 3)}
     assert later["mlp_norm"]["off_bar_fraction"] == 0 and later["mlp_norm"]["cycle_gap_ns_median"] == 1_000
     assert cycle_clean_gaps(names, [step(1_800)], reference[:-1]) == {}  # the reference is not of this step
+    # op 0's gap lies between steps: from the clean steps that followed a clean step, where op 0's name is its own
+    alone = ["embed", *names[1:]]
+    heads = cycle_clean_gaps(alone, [step(1_700)] * 3, [4_700.0, *reference[1:]], [5_800.0, 5_900.0, 4_800.0])
+    assert heads["embed"] == {"steps": 3, "cycle_gap_ns_median": 5_800.0, "off_bar_fraction": pytest.approx(2 / 3)}
+    assert "embed" not in cycle_clean_gaps(alone, [step(1_700)], [4_700.0, *reference[1:]])  # none measured
+    assert cycle_clean_gaps(names, [step(1_700)], reference, [9_000.0])["attention"]["steps"] == 1  # a shared name
     # beside the verdict where the events agree with the reference
     ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
     ref = cupti_reference(_reference_steps(100_000, ops, 3), [101_000.0] * 3, [1, 1, 1])

@@ -1434,13 +1434,18 @@ def within_op_bar(value: float, reference: float) -> bool:
 
 
 def cycle_clean_gaps(
-    names: Sequence[str], steps: Sequence[Sequence[tuple[int, int]]], reference_gap_ns: Sequence[float]
+    names: Sequence[str],
+    steps: Sequence[Sequence[tuple[int, int]]],
+    reference_gap_ns: Sequence[float],
+    head_gaps_ns: Sequence[float] = (),
 ) -> dict[str, dict[str, Any]]:
-    """CUPTI's clean steps of the CUPTI cycle, later in the pass than its reference steps: per op class (op 0's
-    aside: its gap lies between steps), the median over those steps of the class's median gap in each
-    (``cycle_gap_ns_median``), and the share of them whose class median is beyond the op bar of the reference's
-    (``off_bar_fraction``). ``steps``: each step's (start, end) per op. A diagnostic: at a graph piece's start
-    the same clean step takes one of two values about 1.1 us apart from step to step (docs/gaps.md)."""
+    """CUPTI's clean steps of the CUPTI cycle, later in the pass than its reference steps: per op class, the median
+    over those steps of the class's median gap in each (``cycle_gap_ns_median``), and the share of them whose class
+    median is beyond the op bar of the reference's (``off_bar_fraction``). ``steps``: each step's (start, end) per
+    op. Op 0's gap lies between steps: it comes from ``head_gaps_ns`` (each clean step that ran right after another
+    clean one: its first start less that step's last end), as its own class where op 0's name is its alone. A
+    diagnostic: at a graph piece's start the same clean step takes one of two values about 1.1 us apart from step
+    to step (docs/gaps.md)."""
     if not steps or len(reference_gap_ns) != len(names):
         return {}
     members: dict[str, list[int]] = {}
@@ -1452,9 +1457,13 @@ def cycle_clean_gaps(
         latest = list(itertools.accumulate((end for _, end in step), max))
         for name, ops in members.items():
             per_step[name].append(float(statistics.median(step[i][0] - latest[i - 1] for i in ops)))
+    references = {name: float(statistics.median(reference_gap_ns[i] for i in ops)) for name, ops in members.items()}
+    if head_gaps_ns and names[0] not in members:
+        per_step[names[0]] = [float(g) for g in head_gaps_ns]
+        references[names[0]] = float(reference_gap_ns[0])
     out: dict[str, dict[str, Any]] = {}
     for name, values in per_step.items():
-        reference = float(statistics.median(reference_gap_ns[i] for i in members[name]))
+        reference = references[name]
         out[name] = {
             "steps": len(values),
             "cycle_gap_ns_median": float(statistics.median(values)),

@@ -563,6 +563,9 @@ class VariantKernels:
     kernels: dict[int, list[list[tuple[int, int]]]]  # per variant, per step it ran: (start, end), CUPTI clock
     steps: list[sampled.SampledStep]  # the same steps as the events read them, CUPTI running
     clean: list[list[tuple[int, int]]] = field(default_factory=list)  # the cycle's clean steps, in run order
+    # per clean step that ran right after another: its first kernel's start less that step's latest kernel end
+    clean_heads: list[int] = field(default_factory=list)
+    ran: list[int] = field(default_factory=list)  # the variants in run order, clean steps as negative numbers
 
 
 def variant_kernels(
@@ -588,17 +591,23 @@ def variant_kernels(
     names: dict[int, list[str]] = {}
     kernels: dict[int, list[list[tuple[int, int]]]] = {}
     clean_steps: list[list[tuple[int, int]]] = []
+    heads: list[int] = []
     for j, v in enumerate(ran):
         mine = rows[j * per_step : (j + 1) * per_step]
         if v < 0:
             clean_steps.append([(start, end) for _, start, end in mine])
+            if j and ran[j - 1] < 0:
+                heads.append(
+                    min(start for _, start, _ in mine)
+                    - max(end for _, _, end in rows[(j - 1) * per_step : j * per_step])
+                )
             continue
         step = [name for name, _, _ in mine]
         if names.setdefault(v, step) != step:
             diff = sampled.first_difference(names[v], step)
             raise sampled.StitchRefused(f"variant {v} launched other kernels when it ran again ({diff})")
         kernels.setdefault(v, []).append([(start, end) for _, start, end in mine])
-    return VariantKernels(names=names, kernels=kernels, steps=read, clean=clean_steps)
+    return VariantKernels(names=names, kernels=kernels, steps=read, clean=clean_steps, clean_heads=heads, ran=ran)
 
 
 def kernel_counts(ops: Sequence[Op]) -> tuple[list[int], list[str]]:
@@ -792,7 +801,7 @@ def kernel_pass(
             gaps = ref.op_gap_ns if ref is not None else None
             if seen is not None and seen.clean and isinstance(counts, tuple) and gaps is not None:
                 grouped = [sampled.group_ops(step, counts[0]) for step in seen.clean]
-                later = sampled.cycle_clean_gaps(names, grouped, gaps)
+                later = sampled.cycle_clean_gaps(names, grouped, gaps, seen.clean_heads)
             result["cupti_check"] = _cupti_check(
                 picture, clean_ns, ref, under, result["host_steady"], captured,
                 head_effect=head, start_bias=start_bias, piece_effects=piece, cycle_clean=later,
