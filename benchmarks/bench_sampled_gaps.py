@@ -332,6 +332,7 @@ def summarise(
             misses=[
                 f"{o.op} {o.gap_diff_ns / 1e3:+.2f}"
                 + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")
+                + (f" (boundary lag {o.boundary_lag_ns / 1e3:+.2f})" if o.boundary_lag_ns is not None else "")
                 for o in failing
             ],
             grouping=check.grouping,

@@ -243,6 +243,11 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
                if o.op != result.kernels[0].op)  # fmt: skip
     opening = next(o for o in check.ops if o.op == result.kernels[0].op)
     assert opening.cupti_effect_ns == 0 and opening.cupti_trusted_here
+    # the gap between steps: CUPTI's in the cycle's clean steps too, and the fake's boundary event completes with
+    # the step before's last kernel (no lag); no other class carries a boundary lag
+    assert opening.cupti_cycle_gap_ns_median == opening.cupti_gap_ns_median
+    assert opening.boundary_lag_ns == 0 and opening.boundary_lag_noise_ns == 0
+    assert all(o.boundary_lag_ns is None for o in check.ops if o is not opening)
     # where an event after an op moves its start: nowhere in the fake, so every class's shift and bias are 0
     shifts = result.cupti_start_shifts or []
     assert {s.op for s in shifts} == {o.op for o in check.ops} - {"embed"}
@@ -382,6 +387,15 @@ def test_the_cupti_cycle_repeats_the_one_per_step_variants_and_refuses_a_variant
         if clean_at[k] - clean_at[k - 1] == 1
     ]
     assert seen.clean_heads == expected and len(expected) > 0
+    # per variant step, the latest kernel end of the step before it in the cycle (the steps laid out in run order)
+    taken = {v: iter(steps) for v, steps in seen.kernels.items()}
+    clean_steps = iter(seen.clean)
+    in_order = [next(clean_steps) if v < 0 else next(taken[v]) for v in seen.ran]
+    wanted: dict[int, list[int | None]] = {}
+    for j, v in enumerate(seen.ran):
+        if v >= 0:
+            wanted.setdefault(v, []).append(max(e for _, e in in_order[j - 1]) if j else None)
+    assert seen.previous_ends == wanted and {v: len(ends) for v, ends in wanted.items()} == runs
 
     def renamed(work: Callable[[], Any]) -> list[tuple[str, int, int]]:  # the later half launches other kernels
         rows = fake_intervals(work)

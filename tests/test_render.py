@@ -415,6 +415,14 @@ def test_kernel_pass_sections() -> None:
     assert f"{moved.op} -2.00 us (like for like ok) (start bias -0.61)" in biased
     assert "start bias: how much the events' gap moves" in biased and "-0.61" in biased
     moved.start_bias_ns = None
+    # the gap between steps: how late CUPTI saw the boundary event complete, beside the miss
+    moved.boundary_lag_ns, moved.boundary_lag_noise_ns = 1_060.0, 30.0
+    lagged = plain_output(run, width=500)
+    assert (
+        f"{moved.op} -2.00 us (like for like ok) (CUPTI: the boundary event +1.06 +/- 0.03 us after the last kernel, "
+        "unseen by the events)"
+    ) in lagged
+    moved.boundary_lag_ns = moved.boundary_lag_noise_ns = None
     # CUPTI's own clean steps later in the pass put a disagreeing class elsewhere: said beside its miss
     miss = next(o for o in check.ops if not o.gap_agrees)
     miss.cupti_cycle_gap_ns_median, miss.cupti_cycle_off_bar_fraction = 1_660.0, 0.68

@@ -21,6 +21,7 @@ from launchprobe.analysis.kernel_gaps import OpTiming
 from launchprobe.analysis.sampled import (
     DEFAULT_REACH,
     ORDERS,
+    BoundaryLag,
     CuptiReference,
     Plan,
     SampledStep,
@@ -28,6 +29,7 @@ from launchprobe.analysis.sampled import (
     StitchRefused,
     VariantEffect,
     anchor_effects,
+    boundary_lag,
     busy_verdict,
     capture_shifts,
     choose_stride,
@@ -1478,6 +1480,43 @@ def test_the_head_effect_is_the_head_variants_end_under_cupti_less_without() -> 
     assert effect.noise_ns > 0
     assert head_cupti_effect(plan, clean, []) is None  # no head-variant run under CUPTI
     assert head_cupti_effect(pair_plan(40, 20, 4), clean, under) is None  # no head variant: op 0's solo end
+
+
+def test_the_boundary_lag_is_cuptis_end_of_the_opening_op_from_the_last_kernel_less_the_events_from_the_boundary() -> (
+    None
+):
+    plan = pair_plan(40, 20, 4, head=3)
+    head, solo = plan.roles.index("head"), plan.index("solo", 0)
+    # CUPTI: op 3 ends 18.8 us after the step before's last kernel; the events read it 17.7 us after the boundary
+    # event in three steps, 17.8 in two: the boundary event completed 1.0-1.1 us after that kernel
+    ops = [[(0, 1), (2, 3), (4, 5), (6, 1_018_800)]] * 6
+    seen = {head: ops, solo: [[(0, 1)]]}
+    before: dict[int, list[int | None]] = {head: [None, *[1_000_000] * 5], solo: [5]}
+    read = [SampledStep(head, 0, {3: t}) for t in (1, 17_700, 17_700, 17_800, 17_700, 17_800)]
+    read.insert(2, SampledStep(solo, 0, {0: 7}))  # another variant's step
+    lag = boundary_lag(plan, seen, before, read)
+    assert lag is not None and (lag.lag_ns, lag.steps) == (1_100.0, 5) and lag.noise_ns > 0
+    # without a head variant: op 0's solo variant, op 0's end
+    plain = pair_plan(40, 20, 4)
+    zero = plain.index("solo", 0)
+    seen0 = {zero: [[(3_000, 3_500)]] * 3}
+    lag0 = boundary_lag(plain, seen0, {zero: [0, 0, 0]}, [SampledStep(zero, 0, {0: 3_500}) for _ in range(3)])
+    assert lag0 is not None and lag0.lag_ns == 0 and lag0.steps == 3
+    # not read both ways alike: no lag
+    assert boundary_lag(plan, seen, before, read[:-1]) is None
+    assert boundary_lag(plan, {}, before, read) is None
+    assert boundary_lag(plan, seen, {head: [None] * 6, solo: [5]}, read) is None  # no step before any of them
+
+
+def test_the_gap_between_steps_carries_the_boundary_lag_and_keeps_its_verdict() -> None:
+    ref, events, under = _head_case()
+    lag = BoundaryLag(lag_ns=1_060.0, noise_ns=30.0, steps=64)
+    check = clean_check(events, 100_000.0, ref, under_cupti=under, boundary=lag)
+    by_op = {o["op"]: o for o in check["ops"]}
+    assert by_op["h"]["boundary_lag_ns"] == 1_060 and by_op["h"]["boundary_lag_noise_ns"] == 30
+    assert "boundary_lag_ns" not in by_op["x"] and "boundary_lag_ns" not in by_op["y"]
+    plain = {o["op"]: o for o in clean_check(events, 100_000.0, ref, under_cupti=under)["ops"]}
+    assert by_op["h"]["gap_verdict"] == plain["h"]["gap_verdict"] == "disagree"  # a diagnostic: the verdict stays
 
 
 def _piecewise(layers: int) -> list[OpTiming]:

@@ -81,3 +81,27 @@ def test_cycle_clean_gaps_takes_op_0s_class_from_the_gaps_between_clean_steps(na
     assert ours["off_bar_fraction"] == pytest.approx(np.mean(np.abs(heads - reference) > 1_000))
     # the not-decided rule's threshold: crossed in the pass whose reference moved, not in the other two
     assert bool(ours["off_bar_fraction"] >= sampled.CUPTI_CYCLE_UNSTEADY) is (name == "1b_1432")
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_the_pass_reads_the_boundary_lag_numpy_reads(name: str) -> None:
+    """launchprobe's ``boundary_lag`` on the same steps: CUPTI's end of op h from the step before's last kernel less
+    the events' from the boundary event, the median over the head variant's steps; +1.06 us in the pass whose
+    CUPTI head moved, within 0.1 us of none in the other two."""
+    cell = _cells()[PASSES[name]]
+    h, head, cycle = cell["head_op"], cell["head_variant"], cell["cycle"]
+    n = h + 2  # enough ops for the plan: 0 .. h and one after
+    plan = sampled.Plan(n, 1, [[] for _ in range(head)] + [[h]], ["plain"] * head + ["head"])
+    seen: dict[int, list[list[tuple[int, int]]]] = {head: []}
+    before: dict[int, list[int | None]] = {head: []}
+    read = []
+    for j, row in enumerate(cycle):
+        if row[0] != head:
+            continue
+        seen[head].append([(0, 0)] * h + [(0, row[1] + row[3])])
+        before[head].append(cycle[j - 1][1] + cycle[j - 1][4] if j else None)
+        read.append(sampled.SampledStep(head, 0, {h: row[5]}))
+    lag = sampled.boundary_lag(plan, seen, before, read)
+    assert lag is not None and lag.steps == len(_boundary_lag(cell))
+    assert lag.lag_ns == pytest.approx(-float(np.median(_boundary_lag(cell))))
+    assert (lag.lag_ns > 900) is (name == "1b_1432") and (abs(lag.lag_ns) < 100) is (name != "1b_1432")

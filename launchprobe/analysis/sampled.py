@@ -1197,6 +1197,52 @@ class VariantEffect:
     runs_under_cupti: int
 
 
+@dataclass(frozen=True)
+class BoundaryLag:
+    """How long after the previous step's last kernel ended the step's boundary event completed, under CUPTI
+    (``boundary_lag``): part of the gap between steps that CUPTI counts and the events cannot see."""
+
+    lag_ns: float  # the median over the steps read
+    noise_ns: float  # its standard error
+    steps: int
+
+
+def boundary_lag(
+    plan: Plan,
+    seen_ops: Mapping[int, Sequence[Sequence[tuple[int, int]]]],
+    previous_ends: Mapping[int, Sequence[int | None]],
+    under_cupti: Sequence[SampledStep],
+) -> BoundaryLag | None:
+    """On the CUPTI cycle's steps of the variant that times the step's opening op alone (the head variant in
+    piecewise, op h; else op 0's solo): CUPTI's end of that op from the previous step's last kernel end, less the
+    events' end of it from the step's boundary event. The events take the boundary to complete when the last op does
+    (module docstring); where it completes later, the gap between steps has a part before the boundary that they
+    cannot see. On the H200 this was -0.03 and +1.06 us in two passes of 1B piecewise b1 a minute apart, CUPTI's
+    gap between steps 1.1 us longer in the second (docs/performance.md, 2026-12-03 from 13:57 UTC). ``seen_ops``:
+    per variant, per step it ran under CUPTI, each op's (start, end); ``previous_ends``: per variant, per step, the
+    latest kernel end of the step run right before it (None: none); ``under_cupti``: the events of those steps, in
+    the order they ran. None where the variant's steps were not read both ways."""
+    if plan.head_op is not None:
+        variant, op = plan.roles.index("head"), plan.head_op
+    else:
+        try:
+            variant, op = plan.index("solo", 0), 0
+        except KeyError:
+            return None
+    kernels, before = seen_ops.get(variant, ()), previous_ends.get(variant, ())
+    read = [s.ends.get(op) for s in under_cupti if s.variant == variant]
+    if not kernels or len(kernels) != len(read) or len(before) != len(read):
+        return None
+    lags = [
+        float(ops[op][1] - prev - end)
+        for ops, prev, end in zip(kernels, before, read)
+        if prev is not None and end is not None
+    ]
+    if not lags:
+        return None
+    return BoundaryLag(lag_ns=float(statistics.median(lags)), noise_ns=median_error(lags), steps=len(lags))
+
+
 def head_cupti_effect(
     plan: Plan, steps: Sequence[SampledStep], under_cupti: Sequence[SampledStep]
 ) -> VariantEffect | None:
@@ -1494,6 +1540,7 @@ def op_class_checks(
     start_bias: Mapping[str, float | None] | None = None,
     piece_effects: Mapping[str, VariantEffect] | None = None,
     cycle_clean: Mapping[str, Mapping[str, Any]] | None = None,
+    boundary: BoundaryLag | None = None,
 ) -> list[dict[str, Any]]:
     """Per op class (name), the median over its ops of the stitched gap (and, unless the durations are CUPTI's
     own, the duration) against CUPTI's.
@@ -1538,6 +1585,10 @@ def op_class_checks(
     what an event after an op does to its start puts into the gap as the pairs read it. It explains a miss; it
     changes no verdict.
 
+    With ``boundary`` (``boundary_lag``), op 0's class carries it (``boundary_lag_ns``, ``boundary_lag_noise_ns``):
+    the part of CUPTI's gap between steps before the boundary event the events measure from. It too explains a miss
+    and changes no verdict: whether the clean step has that lag without CUPTI, nothing here reads.
+
     ``gap_verdict``: "agree" where the events' clean reading is within the bar of CUPTI's; "agree like for like"
     where it is not, CUPTI moves the class and the like-for-like reading is within the bar; "agree across
     captures" where neither holds, the second capture moved the class and the reading is within the bar of the
@@ -1566,6 +1617,8 @@ def op_class_checks(
         row["gap_verdict"] = GAP_AGREE if row["gap_agrees"] else GAP_DISAGREE
         if start_bias is not None and start_bias.get(name) is not None:
             row["start_bias_ns"] = start_bias[name]
+        if boundary is not None and members == [0]:
+            row.update(boundary_lag_ns=boundary.lag_ns, boundary_lag_noise_ns=boundary.noise_ns)
         later = (cycle_clean or {}).get(name)
         if later is not None:
             row["cupti_cycle_gap_ns_median"] = later["cycle_gap_ns_median"]
@@ -1732,6 +1785,7 @@ def clean_check(
     start_bias: Mapping[str, float | None] | None = None,
     piece_effects: Mapping[str, VariantEffect] | None = None,
     cycle_clean: Mapping[str, Mapping[str, Any]] | None = None,
+    boundary: BoundaryLag | None = None,
 ) -> dict[str, Any]:
     """The stitched step against the clean step and CUPTI: the CuptiCheck record's fields.
 
@@ -1757,7 +1811,8 @@ def clean_check(
       class a second capture of the graphs moves beyond the bar is checked against it too; with ``head_effect``,
       the head's class takes CUPTI's effect from the head variant, with ``piece_effects`` the class opening the
       pieces after host-launched ops from the piece variants; with ``start_bias``, each class carries what an
-      event after an op does to its start (``op_class_checks``).
+      event after an op does to its start, with ``boundary`` op 0's class how late the boundary event completed
+      (``op_class_checks``).
     """
     cupti_overhead = ref.step_ns / clean_step_ns - 1.0 if clean_step_ns else None
     within = cupti_overhead is not None and abs(cupti_overhead) <= CUPTI_TRUST
@@ -1784,6 +1839,7 @@ def clean_check(
             start_bias=start_bias,
             piece_effects=piece_effects,
             cycle_clean=cycle_clean,
+            boundary=boundary,
         )
     ops_agree = classes_verdict(o["gap_verdict"] for o in ops) if ops else None
     ops_undecided = bool(ops) and ops_agree is None

@@ -566,6 +566,8 @@ class VariantKernels:
     # per clean step that ran right after another: its first kernel's start less that step's latest kernel end
     clean_heads: list[int] = field(default_factory=list)
     ran: list[int] = field(default_factory=list)  # the variants in run order, clean steps as negative numbers
+    # per variant, per step it ran: the latest kernel end of the step run right before it (None: the cycle's first)
+    previous_ends: dict[int, list[int | None]] = field(default_factory=dict)
 
 
 def variant_kernels(
@@ -592,22 +594,24 @@ def variant_kernels(
     kernels: dict[int, list[list[tuple[int, int]]]] = {}
     clean_steps: list[list[tuple[int, int]]] = []
     heads: list[int] = []
+    previous: dict[int, list[int | None]] = {}
     for j, v in enumerate(ran):
         mine = rows[j * per_step : (j + 1) * per_step]
+        before = max(end for _, _, end in rows[(j - 1) * per_step : j * per_step]) if j else None
         if v < 0:
             clean_steps.append([(start, end) for _, start, end in mine])
-            if j and ran[j - 1] < 0:
-                heads.append(
-                    min(start for _, start, _ in mine)
-                    - max(end for _, _, end in rows[(j - 1) * per_step : j * per_step])
-                )
+            if before is not None and ran[j - 1] < 0:
+                heads.append(min(start for _, start, _ in mine) - before)
             continue
+        previous.setdefault(v, []).append(before)
         step = [name for name, _, _ in mine]
         if names.setdefault(v, step) != step:
             diff = sampled.first_difference(names[v], step)
             raise sampled.StitchRefused(f"variant {v} launched other kernels when it ran again ({diff})")
         kernels.setdefault(v, []).append([(start, end) for _, start, end in mine])
-    return VariantKernels(names=names, kernels=kernels, steps=read, clean=clean_steps, clean_heads=heads, ran=ran)
+    return VariantKernels(
+        names=names, kernels=kernels, steps=read, clean=clean_steps, clean_heads=heads, ran=ran, previous_ends=previous
+    )
 
 
 def kernel_counts(ops: Sequence[Op]) -> tuple[list[int], list[str]]:
@@ -751,6 +755,7 @@ def kernel_pass(
     shifts: list[int | None] | None = None
     anchor_bias: list[int | None] | None = None
     start_bias: dict[str, float | None] | None = None
+    seen_ops: dict[int, list[list[tuple[int, int]]]] | None = None
     if density == "sampled":
         seen_ops = _grouped_ops(checked.seen, counts)
         shifts, result["end_shift_source"] = _end_shifts(plan, ref, seen_ops)
@@ -797,6 +802,9 @@ def kernel_pass(
             seen = checked.seen
             head = sampled.head_cupti_effect(plan, steps, seen.steps) if seen is not None else None
             piece = sampled.piece_cupti_effects(plan, names, steps, seen.steps) if seen is not None else None
+            lag = None
+            if seen is not None and seen_ops is not None:
+                lag = sampled.boundary_lag(plan, seen_ops, seen.previous_ends, seen.steps)
             later = None
             gaps = ref.op_gap_ns if ref is not None else None
             if seen is not None and seen.clean and isinstance(counts, tuple) and gaps is not None:
@@ -804,7 +812,7 @@ def kernel_pass(
                 later = sampled.cycle_clean_gaps(names, grouped, gaps, seen.clean_heads)
             result["cupti_check"] = _cupti_check(
                 picture, clean_ns, ref, under, result["host_steady"], captured,
-                head_effect=head, start_bias=start_bias, piece_effects=piece, cycle_clean=later,
+                head_effect=head, start_bias=start_bias, piece_effects=piece, cycle_clean=later, boundary=lag,
             )  # fmt: skip
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
@@ -1213,6 +1221,7 @@ def _cupti_check(
     start_bias: dict[str, float | None] | None = None,
     piece_effects: dict[str, sampled.VariantEffect] | None = None,
     cycle_clean: dict[str, dict[str, Any]] | None = None,
+    boundary: sampled.BoundaryLag | None = None,
 ) -> dict[str, Any]:
     if ref is None:
         return {"available": False, "note": "torch.profiler saw no kernels: CUPTI is held by another profiler (nsys)"}
@@ -1229,6 +1238,7 @@ def _cupti_check(
         start_bias=start_bias,
         piece_effects=piece_effects,
         cycle_clean=cycle_clean,
+        boundary=boundary,
     )
     check["note"] = (
         "the stitched step against clean steps under CUPTI; CUPTI kernels grouped into ops by a counting pass "

@@ -507,6 +507,16 @@ def _fraction(value: float | None) -> str:
     return f"{value:+.1%}" if value is not None else "n/a"
 
 
+def _boundary_clause(check: OpCheck) -> str:
+    """Beside a missed gap between steps: how late CUPTI saw the boundary event complete, which the events cannot."""
+    if check.boundary_lag_ns is None:
+        return ""
+    return (
+        f" (CUPTI: the boundary event {check.boundary_lag_ns / 1e3:+.2f} +/- "
+        f"{(check.boundary_lag_noise_ns or 0.0) / 1e3:.2f} us after the last kernel, unseen by the events)"
+    )
+
+
 def _capture_moved(shift: CaptureShift) -> bool:
     """Whether a second capture moved CUPTI's gap for the class (files before ``moved``: beyond the bar)."""
     return shift.moved if shift.moved is not None else shift.beyond_bar
@@ -739,6 +749,7 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
             + (f" (CUPTI's gap {moves[o.op] / 1e3:+.2f} us in a second capture)" if o.op in moves else "")
             + (" (ok against it)" if o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES else "")
             + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")
+            + _boundary_clause(o)
             + _cycle_clause(o)
             for o in bad[:6]
         )

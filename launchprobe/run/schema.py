@@ -234,6 +234,10 @@ class OpCheck(Record, kw_only=True):
     # what an event after an op does to where it starts, in this class's gap (CUPTI's StartShift.bias_ns): the
     # events cannot see a start, so their reading carries it; reported beside the verdict, applied to nothing
     start_bias_ns: float | None = None
+    # op 0's class: how long after the previous step's last kernel the boundary event completed, under CUPTI
+    # (sampled.boundary_lag): part of CUPTI's gap between steps the events cannot see; a diagnostic, like the above
+    boundary_lag_ns: float | None = None
+    boundary_lag_noise_ns: float | None = None
     # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | agree across captures
     # (a second capture moves CUPTI's value; the reading agrees with that capture's) | disagree
     gap_verdict: str | None = None
