@@ -66,3 +66,17 @@ def interval_union(starts: np.ndarray, ends: np.ndarray) -> float:
     s, e = starts[order].astype(float), ends[order].astype(float)
     reach = np.maximum.accumulate(np.concatenate(([-np.inf], e[:-1])))
     return float(np.sum(np.maximum(0.0, e - np.maximum(s, reach))))
+
+
+def anchor_reads(cell: dict[str, Any]) -> dict[tuple[str, int], list[int]]:
+    """A recorded pass's far and near pairs as read: per (role, anchor op), each step's end(target) - end(anchor),
+    ns (the variant's events taken in pairs, in op order)."""
+    roles = cell["plan"]["roles"]
+    reads: dict[tuple[str, int], list[int]] = {}
+    for variant, _, ends, *_ in cell["steps"]:
+        if roles[variant] in ("far", "near"):
+            at = {int(op): t for op, t in ends}
+            timed = sorted(at)
+            for j, target in zip(timed[0::2], timed[1::2]):
+                reads.setdefault((roles[variant], j), []).append(at[target] - at[j])
+    return reads

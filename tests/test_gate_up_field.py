@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from field_numpy import anchor_reads
 
 FIELD = Path(__file__).parent / "fixtures" / "field"
 LONG_NS = 2_500
@@ -83,15 +84,7 @@ def test_the_long_anchor_reads_come_step_by_step() -> None:
     doc = json.loads(gzip.decompress((FIELD / "scatter_ladder_h200.json.gz").read_bytes()))
     shares = []
     for cell in doc["cells"]:
-        names, roles = cell["names"], cell["plan"]["roles"]
-        reads: dict[tuple[str, int], list[int]] = {}
-        for variant, _, ends, *_ in cell["steps"]:
-            if roles[variant] in ("far", "near"):
-                at = {int(op): t for op, t in ends}
-                timed = sorted(at)
-                for j, target in zip(timed[0::2], timed[1::2]):
-                    if names[j] == "mlp_norm":
-                        reads.setdefault((roles[variant], j), []).append(at[target] - at[j])
+        reads = {key: v for key, v in anchor_reads(cell).items() if cell["names"][key[1]] == "mlp_norm"}
         for role in ("far", "near"):
             mine = {j: np.asarray(v) for (r, j), v in reads.items() if r == role}
             middle = np.median([np.median(v) for v in mine.values()])

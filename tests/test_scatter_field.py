@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from field_numpy import anchor_reads
 
 from launchprobe.analysis import sampled
 from launchprobe.analysis.kernel_gaps import OpTiming
@@ -131,14 +132,8 @@ def test_the_class_after_an_mlp_norm_anchor_scatters_most(number: int) -> None:
 def _long_anchors(cell: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """Per anchor class, how many of its far and of its near anchors read end(target) - end(anchor) (the median
     over its steps) 2.5 us or more over the class's median."""
-    n, reach, roles, names = len(cell["names"]), cell["reach"], cell["plan"]["roles"], cell["names"]
-    local: dict[tuple[str, int], list[float]] = {}
-    for variant, _, ends, *_ in cell["steps"]:
-        if roles[variant] in ("far", "near"):
-            at = {int(op): t for op, t in ends}
-            timed = sorted(at)
-            for j, target in zip(timed[0::2], timed[1::2]):
-                local.setdefault((roles[variant], j), []).append(at[target] - at[j])
+    n, reach, names = len(cell["names"]), cell["reach"], cell["names"]
+    local = anchor_reads(cell)
     out = {}
     for name in set(names[1 : n - reach]):
         anchors = [j for j in range(1, n - reach) if names[j] == name]
