@@ -374,7 +374,12 @@ def test_kernel_pass_sections() -> None:
     missed.gap_agrees, missed.gap_diff_ns, missed.gap_verdict = was
     assert "qkv" not in capture.split("second capture of the clean graphs")[1].splitlines()[0]
     full_pass_.cupti_capture_check.classes = full_pass_.cupti_capture_check.classes[1:]
-    assert "every class within the op bar" in plain_output(run, width=400)
+    assert "second capture of the clean graphs (no events; its gap less the first's): no class moved" in plain_output(
+        run, width=400
+    )
+    # a move within the bar but beyond its error and 0.5 us (a piece start's two values) is listed too
+    full_pass_.cupti_capture_check.classes[0].shift_ns, full_pass_.cupti_capture_check.classes[0].moved = 940.0, True
+    assert "its gap less the first's): qkv +0.94 us (32)" in plain_output(run, width=400)
     full_pass_.cupti_capture_check = CaptureCheck(classes=[], note="not measured: CUPTI saw no kernels of it")
     unread = plain_output(run, width=400)
     assert "second capture of the clean graphs: not measured: CUPTI saw no kernels of it" in unread
@@ -415,12 +420,12 @@ def test_kernel_pass_sections() -> None:
     assert f"{moved.op} -2.00 us (like for like ok) (start bias -0.61)" in biased
     assert "start bias: how much the events' gap moves" in biased and "-0.61" in biased
     moved.start_bias_ns = None
-    # the gap between steps: how late CUPTI saw the boundary event complete, beside the miss
+    # the gap between steps: how much later than the events' end CUPTI saw the boundary event complete, beside the miss
     moved.boundary_lag_ns, moved.boundary_lag_noise_ns = 1_060.0, 30.0
     lagged = plain_output(run, width=500)
     assert (
-        f"{moved.op} -2.00 us (like for like ok) (CUPTI: the boundary event +1.06 +/- 0.03 us after the last kernel, "
-        "unseen by the events)"
+        f"{moved.op} -2.00 us (like for like ok) (CUPTI: the boundary event lags the last kernel +1.06 +/- 0.03 us "
+        "more than the events' end, unseen by them)"
     ) in lagged
     moved.boundary_lag_ns = moved.boundary_lag_noise_ns = None
     # CUPTI's own clean steps later in the pass put a disagreeing class elsewhere: said beside its miss

@@ -43,7 +43,8 @@ def _cycle_heads(cell: dict[str, Any]) -> np.ndarray:
 
 def _boundary_lag(cell: dict[str, Any]) -> np.ndarray:
     """Head-variant steps under CUPTI: the events' end of op h (from the boundary event) less CUPTI's (from the step
-    before's last kernel end). Negative: the boundary event completed that long after the last kernel ended."""
+    before's last kernel end). Negative: the boundary event lagged the last kernel by that much more than the
+    events' end event lagged op h."""
     cycle, head = cell["cycle"], cell["head_variant"]
     return np.asarray([b[5] - (b[1] + b[3] - (a[1] + a[4])) for a, b in zip(cycle, cycle[1:]) if b[0] == head], float)
 
@@ -56,7 +57,7 @@ def test_the_reference_head_is_the_one_the_pass_reported(name: str) -> None:
 
 def test_cuptis_gap_between_steps_moved_within_a_pass_where_the_boundary_event_lagged() -> None:
     """In 1B b1 at 14:32 CUPTI's later clean steps read the gap between steps 1.5 us over its own reference (in 88%
-    of them beyond the bar of it), and on the head-variant steps the boundary event completed 1.06 us after the last
+    of them beyond the bar of it), and on the head-variant steps the boundary event lagged 1.06 us more than the last
     kernel; at 14:31, on the same cell, neither: the events and CUPTI put op h's end within 0.2 us."""
     steady, moved = _cells()[PASSES["1b_1431"]], _cells()[PASSES["1b_1432"]]
     for cell, lag, shifted in ((steady, 0.0, False), (moved, -1_060.0, True)):

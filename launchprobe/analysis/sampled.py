@@ -111,6 +111,10 @@ CUPTI_EFFECT_SIGMAS = 2.0
 # 2026-12-03 06:38 UTC) attention read 0.34 us by the events, 1.46 by CUPTI's reference and -0.72 in 99% of
 # CUPTI's later clean steps; in 167 other class checks of 14 passes with CUPTI trusted none reached a half.
 CUPTI_CYCLE_UNSTEADY = 0.5
+# A second capture moves a class's CUPTI gap where the shift is beyond CUPTI_EFFECT_SIGMAS of its error and at least
+# this much (or beyond the bar). On the H200 a piece start's move between its two values was 0.70-1.35 us, and
+# CUPTI's timestamp steps moved the classes inside a piece by up to 0.2 us (docs/performance.md).
+CAPTURE_MOVE_MIN_NS = 500
 # An eager stride probe runs this many of the candidate plan's paired variants, as the cycles run them: a variant
 # run back to back with itself after two clean steps (the graph modes' probe) hides its host cost in the queue the
 # clean steps left. On the H200 (8B eager, spacings 18-21) that probe read +0.5 to +1.1% where the cycles' paired
@@ -1144,16 +1148,21 @@ def capture_shifts(
     """Per op class, CUPTI's gap before the op in a second capture of the clean step's graphs less in the first
     (the median over the class's ops of the per-op differences), its standard error, whether it is beyond the op
     bar of the first's class median, and whether it is a move at all (``moved``: beyond ``CUPTI_EFFECT_SIGMAS`` of
-    that error, or beyond the bar). On the H200 a capture afresh moved CUPTI's gap before a graph piece's first
-    kernel by 1.0-1.35 us while the step's length, measured without CUPTI, moved by under 1 us a boundary
-    (docs/performance.md): where it moves, CUPTI's value for the class depends on the capture. The two values of
-    that gap are 0.9-1.4 us apart, and a move between them can be under the bar (0.70-0.95 us in 1B piecewise b1).
+    that error and ``CAPTURE_MOVE_MIN_NS``, or beyond the bar). On the H200 a capture afresh moved CUPTI's gap
+    before a graph piece's first kernel by 1.0-1.35 us while the step's length, measured without CUPTI, moved by
+    under 1 us a boundary (docs/performance.md): where it moves, CUPTI's value for the class depends on the
+    capture. The two values of that gap are 0.9-1.4 us apart, and a move between them can be under the bar
+    (0.70-0.95 us in 1B piecewise b1).
 
     The error: from the spread of the per-op differences in a class of ``SCATTER_MIN_POSITIONS`` ops or more (the
     layers of a step move together, so each op's own error would say less); from the ops' own errors (per-op
     medians over steps: ``CuptiReference.op_gap_error_ns``) in a smaller class, None without them."""
     if not (len(names) == len(first_gaps_ns) == len(second_gaps_ns)):
         raise ValueError("one gap per op in each capture")
+    if (first_errors_ns is not None and len(first_errors_ns) != len(names)) or (
+        second_errors_ns is not None and len(second_errors_ns) != len(names)
+    ):
+        raise ValueError("one error per op in each capture")
     members: dict[str, list[int]] = {}
     for i, name in enumerate(names):
         if i:  # op 0's gap is the gap between steps
@@ -1170,7 +1179,7 @@ def capture_shifts(
         elif first_errors_ns is not None and second_errors_ns is not None:
             error = float(statistics.median(math.hypot(first_errors_ns[i], second_errors_ns[i]) for i in ops))
         beyond = abs(shift) > max(OP_GAP_ABS_NS, OP_GAP_REL * abs(first))
-        moved = beyond or (error is not None and abs(shift) > CUPTI_EFFECT_SIGMAS * error)
+        moved = beyond or (error is not None and abs(shift) > max(CAPTURE_MOVE_MIN_NS, CUPTI_EFFECT_SIGMAS * error))
         rows.append(
             {
                 "op": name,
@@ -1199,8 +1208,9 @@ class VariantEffect:
 
 @dataclass(frozen=True)
 class BoundaryLag:
-    """How long after the previous step's last kernel ended the step's boundary event completed, under CUPTI
-    (``boundary_lag``): part of the gap between steps that CUPTI counts and the events cannot see."""
+    """Under CUPTI, how much later after the previous step's last kernel the step's boundary event completed than
+    the events' end of the step's opening op did after that op (``boundary_lag``): part of the gap between steps
+    that CUPTI counts and the events cannot see."""
 
     lag_ns: float  # the median over the steps read
     noise_ns: float  # its standard error
@@ -1215,8 +1225,10 @@ def boundary_lag(
 ) -> BoundaryLag | None:
     """On the CUPTI cycle's steps of the variant that times the step's opening op alone (the head variant in
     piecewise, op h; else op 0's solo): CUPTI's end of that op from the previous step's last kernel end, less the
-    events' end of it from the step's boundary event. The events take the boundary to complete when the last op does
-    (module docstring); where it completes later, the gap between steps has a part before the boundary that they
+    events' end of it from the step's boundary event. That is the boundary event's lag behind the last kernel less
+    the end event's own lag behind the op (a host event after the first piece's replay in piecewise, an event node
+    in full graphs). The events take the boundary to complete when the last op does (module docstring); where it
+    completes later than their end event does, the gap between steps has a part before the boundary that they
     cannot see. On the H200 this was -0.03 and +1.06 us in two passes of 1B piecewise b1 a minute apart, CUPTI's
     gap between steps 1.1 us longer in the second (docs/performance.md, 2026-12-03 from 13:57 UTC). ``seen_ops``:
     per variant, per step it ran under CUPTI, each op's (start, end); ``previous_ends``: per variant, per step, the
@@ -1238,7 +1250,7 @@ def boundary_lag(
         for ops, prev, end in zip(kernels, before, read)
         if prev is not None and end is not None
     ]
-    if not lags:
+    if len(lags) < 2:  # no error from one step
         return None
     return BoundaryLag(lag_ns=float(statistics.median(lags)), noise_ns=median_error(lags), steps=len(lags))
 
@@ -1656,7 +1668,8 @@ def op_class_checks(
         if other is not None and other.get("second_gap_ns_median") is not None:
             second = float(other["second_gap_ns_median"])
             second_agrees = within_op_bar(events_gap, second)
-            moved_by_capture = bool(other.get("moved", other["beyond_bar"]))
+            flagged = other.get("moved")  # null in older records: beyond the bar decided
+            moved_by_capture = bool(flagged if flagged is not None else other["beyond_bar"])
             row.update(
                 cupti_second_capture_gap_ns_median=second,
                 capture_moved=moved_by_capture,
@@ -1811,7 +1824,7 @@ def clean_check(
       class a second capture of the graphs moves beyond the bar is checked against it too; with ``head_effect``,
       the head's class takes CUPTI's effect from the head variant, with ``piece_effects`` the class opening the
       pieces after host-launched ops from the piece variants; with ``start_bias``, each class carries what an
-      event after an op does to its start, with ``boundary`` op 0's class how late the boundary event completed
+      event after an op does to its start, with ``boundary`` op 0's class the boundary event's lag
       (``op_class_checks``).
     """
     cupti_overhead = ref.step_ns / clean_step_ns - 1.0 if clean_step_ns else None

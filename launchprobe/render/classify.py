@@ -508,12 +508,13 @@ def _fraction(value: float | None) -> str:
 
 
 def _boundary_clause(check: OpCheck) -> str:
-    """Beside a missed gap between steps: how late CUPTI saw the boundary event complete, which the events cannot."""
+    """Beside a missed gap between steps: how much later than the events' end event CUPTI saw the boundary event
+    complete (``OpCheck.boundary_lag_ns``), which the events cannot see."""
     if check.boundary_lag_ns is None:
         return ""
     return (
-        f" (CUPTI: the boundary event {check.boundary_lag_ns / 1e3:+.2f} +/- "
-        f"{(check.boundary_lag_noise_ns or 0.0) / 1e3:.2f} us after the last kernel, unseen by the events)"
+        f" (CUPTI: the boundary event lags the last kernel {check.boundary_lag_ns / 1e3:+.2f} +/- "
+        f"{(check.boundary_lag_noise_ns or 0.0) / 1e3:.2f} us more than the events' end, unseen by them)"
     )
 
 
@@ -523,16 +524,17 @@ def _capture_moved(shift: CaptureShift) -> bool:
 
 
 def _capture_line(check: CaptureCheck) -> str:
-    """CUPTI's gaps in a second capture of the clean graphs: the classes it moves beyond the bar, and the step."""
+    """CUPTI's gaps in a second capture of the clean graphs: the classes it moves (``CaptureShift.moved``), and the
+    step."""
     if not check.classes:
         return f"CUPTI in a second capture of the clean graphs: {check.note or 'not measured'}"
-    moved = [c for c in check.classes if c.beyond_bar]
+    moved = [c for c in check.classes if _capture_moved(c)]
     step = "the step n/a"
     if check.step_shift_ns is not None:
         step = f"the step {check.step_shift_ns / 1e3:+.2f} +/- {(check.step_shift_error_ns or 0.0) / 1e3:.2f} us"
     head = "CUPTI in a second capture of the clean graphs (no events; its gap less the first's)"
     if not moved:
-        return f"{head}: every class within the op bar; {step} (without CUPTI)"
+        return f"{head}: no class moved; {step} (without CUPTI)"
     classes = ", ".join(f"{c.op} {c.shift_ns / 1e3:+.2f} us ({c.count})" for c in moved)
     return (
         f"{head}: {classes}; {step} (without CUPTI): CUPTI's gap for these classes depends on the capture, "

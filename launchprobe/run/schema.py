@@ -234,7 +234,8 @@ class OpCheck(Record, kw_only=True):
     # what an event after an op does to where it starts, in this class's gap (CUPTI's StartShift.bias_ns): the
     # events cannot see a start, so their reading carries it; reported beside the verdict, applied to nothing
     start_bias_ns: float | None = None
-    # op 0's class: how long after the previous step's last kernel the boundary event completed, under CUPTI
+    # op 0's class: how much longer the boundary event lagged the previous step's last kernel than the events' end
+    # event lagged the opening op, under CUPTI
     # (sampled.boundary_lag): part of CUPTI's gap between steps the events cannot see; a diagnostic, like the above
     boundary_lag_ns: float | None = None
     boundary_lag_noise_ns: float | None = None
@@ -334,8 +335,8 @@ class CaptureShift(Record, kw_only=True):
     beyond_bar: bool  # beyond the op bar (1 us or 15%)
     second_gap_ns_median: float | None = None  # the class's median gap in the second capture (null in older files)
     shift_error_ns: float | None = None  # the shift's standard error (null in older files)
-    # beyond 2 of its standard errors or beyond the bar: CUPTI's gap for the class depends on the capture (null in
-    # older files, where beyond_bar alone said so)
+    # beyond 2 of its standard errors and 0.5 us, or beyond the bar: CUPTI's gap for the class depends on the
+    # capture (null in older files, where beyond_bar alone said so)
     moved: bool | None = None
 
 
