@@ -1566,11 +1566,11 @@ def op_class_checks(
     the step (their anchors idle longer under CUPTI): either reading that agrees then stands, and the bar is a floor.
 
     With ``capture_classes`` (``capture_shifts`` of the capture check: CUPTI's clean gaps in a second capture of
-    the same graphs), a class whose CUPTI value the second capture moved (``moved``: beyond its error, or beyond
-    the bar) has no one clean value: which capture the user's graph is decides it (on the H200, the gap before a
-    graph piece's first kernel, by 0.7-1.35 us, docs/performance.md). The events' variants replay captures of
-    their own. Such a class is then also checked against the second capture's value: CUPTI read both, so the
-    reading is let off by no more than CUPTI's own move.
+    the same graphs), a class whose CUPTI value the second capture moved (``moved``: beyond two of its errors and
+    ``CAPTURE_MOVE_MIN_NS``, or beyond the bar) has no one clean value: which capture the user's graph is decides
+    it (on the H200, the gap before a graph piece's first kernel, by 0.7-1.35 us, docs/performance.md). The
+    events' variants replay captures of their own. Such a class is then also checked against the second capture's
+    value: CUPTI read both, so the reading is let off by no more than CUPTI's own move.
 
     With ``head_effect`` (piecewise: ``head_cupti_effect``), the class of op 0, whose gap is the head, takes CUPTI's
     effect from the head variant instead (``cupti_effect_source`` "head variant"), and its like-for-like reading is
@@ -1821,7 +1821,7 @@ def clean_check(
     - stitched busy against CUPTI busy; per op class median gap and duration against CUPTI's (when trusted); with
       ``under_cupti`` (the same pass's steps read while CUPTI ran, stitched), what CUPTI does to each class, and
       where it moves a class beyond the bar, that class is checked like for like; with ``capture_classes``, a
-      class a second capture of the graphs moves beyond the bar is checked against it too; with ``head_effect``,
+      class a second capture of the graphs moves is checked against it too; with ``head_effect``,
       the head's class takes CUPTI's effect from the head variant, with ``piece_effects`` the class opening the
       pieces after host-launched ops from the piece variants; with ``start_bias``, each class carries what an
       event after an op does to its start, with ``boundary`` op 0's class the boundary event's lag

@@ -234,9 +234,9 @@ class OpCheck(Record, kw_only=True):
     # what an event after an op does to where it starts, in this class's gap (CUPTI's StartShift.bias_ns): the
     # events cannot see a start, so their reading carries it; reported beside the verdict, applied to nothing
     start_bias_ns: float | None = None
-    # op 0's class: how much longer the boundary event lagged the previous step's last kernel than the events' end
-    # event lagged the opening op, under CUPTI
-    # (sampled.boundary_lag): part of CUPTI's gap between steps the events cannot see; a diagnostic, like the above
+    # op 0's class, under CUPTI (sampled.boundary_lag): how much longer the boundary event lagged the previous step's
+    # last kernel than the events' end event lagged the opening op; part of CUPTI's gap between steps the events
+    # cannot see; a diagnostic, like the above
     boundary_lag_ns: float | None = None
     boundary_lag_noise_ns: float | None = None
     # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | agree across captures
