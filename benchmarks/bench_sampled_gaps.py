@@ -370,7 +370,20 @@ def timer_summary(kp: Any) -> dict[str, Any]:
         "timer_ops_agree": timers.ops_agree,
         "timer_excess_us": (timers.mean_excess_ns or 0.0) / 1e3,
         "timer_overhead": timers.overhead_fraction,
-        "timer_misses": [f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}" for c in checked if c not in agree],
+        "timer_misses": [
+            f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}"
+            + (
+                f" (timer steps {c.timer_steps_shift_ns / 1e3:+.2f}{' moved' if c.timer_steps_moved else ''})"
+                if c.timer_steps_shift_ns is not None
+                else ""
+            )
+            for c in checked
+            if c not in agree
+        ],
+        # classes CUPTI saw the timer steps run apart from its clean reference (us, beyond the typical op's)
+        "timer_steps_moved": [
+            f"{c.op} {(c.timer_steps_shift_ns or 0.0) / 1e3:+.2f}" for c in timers.classes or [] if c.timer_steps_moved
+        ],
         # CUPTI's effect on each class by the same pairs read under CUPTI, where beyond its noise (us): effect, noise,
         # the timers' gap plus it less CUPTI's
         "timer_cupti_effects": [

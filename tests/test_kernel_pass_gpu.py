@@ -213,12 +213,18 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
             assert all(c.cupti_effect_source == "timers under CUPTI" for c in classes)
             assert timers.cupti_typical_effect_ns is not None and abs(timers.cupti_typical_effect_ns) < 20_000
             assert all(c.cupti_effect_noise_ns is not None and abs(c.cupti_effect_ns or 0.0) < 20_000 for c in classes)
-            # each class judged as the events' are; every class by the timers where they read it, else the events
+            # CUPTI's own gap in the timer steps, per class, against its clean reference, the typical op's out
+            assert timers.cupti_timer_steps_typical_shift_ns is not None
+            assert abs(timers.cupti_timer_steps_typical_shift_ns) < 20_000
+            assert all(c.timer_steps_shift_ns is not None and c.timer_steps_moved is not None for c in classes)
+            assert all(abs(c.cupti_timer_steps_gap_ns_median or 0.0) < 50_000 for c in classes)
+            # each class judged as the events' are; every class by the timers where they read it and CUPTI saw
+            # their steps run it as clean, else the events
             assert all(c.gap_verdict in ("agree", "agree like for like", "disagree") for c in classes)
             taken = set(timers.classes_from_events or [])
             if check.ops:  # CUPTI trusted: the events' op check stands beside the timers'
                 assert rows[0].op in taken and taken | {c.op for c in classes} == {o.op for o in check.ops}
-                assert not taken & {c.op for c in classes}
+                assert taken & {c.op for c in classes} == {c.op for c in classes if c.timer_steps_moved}
             else:  # CUPTI's step off clean or the host moving (a toy model's step is short): no every-class verdict
                 assert not check.cupti_trusted and not taken and timers.with_events_ops_agree is None
 

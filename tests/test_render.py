@@ -339,6 +339,19 @@ def test_kernel_pass_sections() -> None:
         f"DISAGREE ({event_ops[0].op} -1.94 us (events))"
     ) in shown
     assert "host fell behind" not in shown
+    assert "ran the gap of" not in shown
+    # a class CUPTI saw the timer steps run apart: named, and every class takes the events' verdict for it
+    classes[0].gap_verdict, classes[0].timer_steps_moved = "disagree", True
+    classes[0].timer_steps_shift_ns, classes[0].timer_steps_shift_noise_ns = 1_040.0, 60.0
+    full_pass_.timer_pairs.classes_from_events = [event_ops[0].op, "silu_mul"]
+    apart = plain_output(run, width=900)
+    assert (
+        "CUPTI saw the timer steps run the gap of silu_mul +1.04 +/- 0.06 us apart from its clean reference (beyond "
+        "the typical op's): the pairs read their own steps there, and every class takes the events' reading of it"
+    ) in apart
+    assert "-1.50 us (timers)" not in apart  # the timers' miss there is not the every-class verdict's
+    classes[0].gap_verdict, classes[0].timer_steps_moved = "agree like for like", None
+    full_pass_.timer_pairs.classes_from_events = [event_ops[0].op]
     assert full_pass_.kernels is not None
     unread = full_pass_.kernels[24].op
     full_pass_.timer_pairs.after_piece_behind = [24]  # a host-launched target left unread: named

@@ -227,3 +227,76 @@ def test_with_events_judges_every_class_by_the_better_reading() -> None:
     undecided = timer_pairs.with_events(timers[:1], [events[0], events[1], open_])
     assert undecided.ops_agree is None and undecided.misses == [] and undecided.from_events == ["embed", "o_proj"]
     assert timer_pairs.with_events(timers, [events[0], open_, events[3]]).ops_agree is False  # lm_head misses
+
+
+def test_timer_step_gaps_are_cuptis_gap_before_each_target_with_the_timers_set_aside() -> None:
+    names = ["a", "b", "c", "d"]
+    variants = [[1], [3]]
+    steps = [
+        (0, _timer_step([(0, 1_000), (1_500, 6_500), (7_000, 8_000), (8_500, 9_000)], [0, 1], names)),
+        (0, _timer_step([(0, 1_000), (2_500, 8_500), (9_000, 10_000), (10_500, 11_000)], [0, 1], names)),
+        # op 2 ends after op 3 starts: op 3's gap is from the latest end before it, not from op 2's start
+        (1, _timer_step([(0, 1_000), (1_500, 3_000), (3_500, 6_000), (5_000, 7_000)], [2, 3], names)),
+    ]
+    # the timer after op 0 runs 1.1-1.3 us: it sits inside op 1's gap and is not its end
+    assert timer_pairs.timer_step_gaps(steps, [1, 1, 1, 1], variants) == {1: [500.0, 1_500.0], 3: [-1_000.0]}
+    # a target at op 0 has no gap inside the step
+    assert timer_pairs.timer_step_gaps(steps[:1], [1, 1, 1, 1], [[0, 1]]) == {1: [500.0]}
+
+
+def test_timer_step_shifts_take_the_typical_ops_shift_out_and_move_a_class_beyond_its_error_and_the_bar() -> None:
+    names = ["x", "kv", "q", "kv", "q", "lm"]
+    reference = [0.0, 2_500.0, 400.0, 2_500.0, 400.0, 1_300.0]
+    gaps = {
+        1: [4_000.0, 4_100.0, 4_050.0],  # +1.55 us: the class runs apart in the timer steps
+        3: [3_900.0, 4_000.0, 3_950.0],  # +1.45 us
+        2: [700.0, 700.0, 700.0],  # +0.3 us, the typical op's (the timer between the ops)
+        4: [650.0, 750.0, 700.0],  # +0.3 us
+        5: [1_650.0, 1_550.0, 1_600.0],  # +0.3 us
+    }
+    shifts = timer_pairs.timer_step_shifts(names, gaps, reference)
+    assert shifts.typical_ns == pytest.approx(300.0)
+    kv, q, lm = shifts.classes["kv"], shifts.classes["q"], shifts.classes["lm"]
+    assert kv.gap_ns == pytest.approx(4_000.0) and kv.shift_ns == pytest.approx(1_200.0) and kv.moved
+    assert q.shift_ns == pytest.approx(0.0) and not q.moved and lm.shift_ns == pytest.approx(0.0) and not lm.moved
+    one = 1.2533 * statistics.pstdev(gaps[1]) / math.sqrt(3)
+    assert kv.noise_ns == pytest.approx(math.sqrt((one**2 + one**2) / 2) / math.sqrt(2))
+    # the reference's own error counts; a shift within two errors does not move the class
+    wide = timer_pairs.timer_step_shifts(names, gaps, reference, [0.0, 2_000.0, 0.0, 2_000.0, 0.0, 0.0])
+    assert wide.classes["kv"].shift_ns == pytest.approx(1_200.0) and not wide.classes["kv"].moved
+    # nor one within the op bar of its reference (1 us or 15%: 1 us here), however small its error
+    near = timer_pairs.timer_step_shifts(names, {**gaps, 1: [3_750.0] * 3, 3: [3_750.0] * 3}, reference)
+    assert near.classes["kv"].shift_ns == pytest.approx(950.0) and not near.classes["kv"].moved
+    # the bar is 15% of a long reference: 1.8 us at 12 us
+    long = timer_pairs.timer_step_shifts(names, {**gaps, 1: [13_800.0] * 3, 3: [13_800.0] * 3},
+                                         [0.0, 12_000.0, 400.0, 12_000.0, 400.0, 1_300.0])  # fmt: skip
+    assert long.classes["kv"].shift_ns == pytest.approx(1_500.0) and not long.classes["kv"].moved
+    assert timer_pairs.timer_step_shifts(names, {}, reference) == timer_pairs.StepShifts({}, 0.0)
+
+
+def test_a_class_the_timer_steps_ran_apart_takes_the_events_verdict_in_every_class() -> None:
+    apart = {
+        "kv_write": timer_pairs.StepShift(3_800.0, 1_000.0, 50.0, True),
+        "qkv": timer_pairs.StepShift(700.0, 20.0, 40.0, False),
+    }
+    timers = timer_pairs.judge(
+        [_timer_class("kv_write", 3_600.0, 2_500.0), _timer_class("qkv", 500.0, 450.0)], [], None, apart
+    )
+    kv, qkv = timers
+    assert kv["gap_verdict"] == "disagree"  # the timers' own verdict stands
+    assert kv["timer_steps_moved"] and kv["timer_steps_shift_ns"] == 1_000.0
+    assert kv["cupti_timer_steps_gap_ns_median"] == 3_800.0 and kv["timer_steps_shift_noise_ns"] == 50.0
+    assert qkv["timer_steps_moved"] is False
+    events = [
+        {"op": "kv_write", "gap_verdict": "agree like for like", "gap_diff_ns": 1_040.0},
+        {"op": "qkv", "gap_verdict": "disagree", "gap_diff_ns": 1_300.0},
+    ]
+    both = timer_pairs.with_events(timers, events)
+    # kv_write is the events' now (it agrees like for like); qkv stays the timers' (which agree)
+    assert both.ops_agree is True and both.from_events == ["kv_write"]
+    # and it can fail there: the events' miss counts
+    missed = timer_pairs.with_events(timers, [{**events[0], "gap_verdict": "disagree"}, events[1]])
+    assert missed.ops_agree is False and missed.misses == [("kv_write", "events", 1_040.0)]
+    # without the shifts, the timers' miss counts
+    plain = timer_pairs.judge([_timer_class("kv_write", 3_600.0, 2_500.0)], [])
+    assert timer_pairs.with_events(plain, events[:1]).misses == [("kv_write", "timers", 1_100.0)]

@@ -24,6 +24,7 @@ Pure functions over the steps the measurement layer ran (``measure.kernel_pass``
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import Counter
@@ -125,6 +126,83 @@ def timer_step_durations(
         for i in variants[variant]:
             durations.setdefault(i, []).append(spans[i][1] - spans[i][0])
     return {i: float(statistics.median(d)) for i, d in sorted(durations.items())}
+
+
+def timer_step_gaps(
+    steps: Sequence[tuple[int, Sequence[tuple[str, int, int]]]],
+    counts: Sequence[int],
+    variants: Sequence[Sequence[int]],
+) -> dict[int, list[float]]:
+    """Per target op, CUPTI's gap before it in each step of its variant, the timer kernels set aside: the op's first
+    kernel start less the latest end of the ops before it (``steps`` as ``timer_step_durations`` takes them, already
+    checked there). The timer between them is in that gap, as it is in the pair's reading."""
+    out: dict[int, list[float]] = {}
+    for variant, rows in steps:
+        spans = group_ops([(s, e) for name, s, e in rows if TIMER_KERNEL not in name], counts)
+        latest = list(itertools.accumulate((end for _, end in spans), max))
+        for i in variants[variant]:
+            if i > 0:
+                out.setdefault(i, []).append(float(spans[i][0] - latest[i - 1]))
+    return out
+
+
+@dataclass(frozen=True)
+class StepShift:
+    gap_ns: float  # CUPTI's gap of the class in the timer steps: the median over its ops of each op's median there
+    shift_ns: float  # the class's gap there less CUPTI's clean reference, less the typical op's (``StepShifts``)
+    noise_ns: float  # its standard error
+    moved: bool  # beyond CUPTI_EFFECT_SIGMAS of its noise and the op bar: the timer steps ran the class apart
+
+
+@dataclass(frozen=True)
+class StepShifts:
+    classes: dict[str, StepShift]
+    typical_ns: float  # over the ops read, the median of their gap in the timer steps less in the clean reference
+
+
+def timer_step_shifts(
+    names: Sequence[str],
+    gaps: Mapping[int, Sequence[float]],
+    reference_gap_ns: Sequence[float],
+    reference_error_ns: Sequence[float] | None = None,
+) -> StepShifts:
+    """Per op class, how far the timer steps, as CUPTI saw them, ran its gap from CUPTI's clean reference
+    (``timer_step_gaps`` against ``CuptiReference.op_gap_ns``): per op the median there less the reference; the
+    typical op's taken out (the timer between the two ops, which the split's mean excess takes out of the pairs);
+    the class's shift the median of what is left over its ops. Both sides are CUPTI's, so what CUPTI does to every
+    step alike cancels: a class that moves here runs differently in the timer steps themselves (their recaptured
+    pieces, their timers), and the pairs, which read those steps, do not read the clean step's gap there. Noise as
+    ``span_effects``', with the reference's own error (``reference_error_ns``) where given. A class moves where its
+    shift is beyond ``CUPTI_EFFECT_SIGMAS`` of that and beyond the op bar of its reference: where the pairs could
+    miss or agree by it. On the H200 (three piecewise cells, 2026-12-03 16:10 UTC) the classes' shifts ran from
+    -0.40 to +0.56 us, errors 0.01-0.04: the timer's own cost differs by class about that much (a timer after a
+    GEMM fills late, docs/gaps.md), and no class moved by this rule."""
+    per_op: dict[int, tuple[float, float, float]] = {}
+    references: dict[str, list[float]] = {}
+    for i, seen in gaps.items():
+        if seen and i < len(reference_gap_ns):
+            here = float(statistics.median(seen))
+            ref_error = float(reference_error_ns[i]) if reference_error_ns is not None else 0.0
+            per_op[i] = (here, here - float(reference_gap_ns[i]), math.hypot(_median_error(seen), ref_error))
+            references.setdefault(names[i], []).append(float(reference_gap_ns[i]))
+    if not per_op:
+        return StepShifts({}, 0.0)
+    typical = float(statistics.median(shift for _, shift, _ in per_op.values()))
+    groups: dict[str, list[tuple[float, float, float]]] = {}
+    for i, (here, shift, noise) in per_op.items():
+        groups.setdefault(names[i], []).append((here, shift - typical, noise))
+    out = {}
+    for name, rows in groups.items():
+        noise = math.sqrt(sum(n**2 for _, _, n in rows) / len(rows)) / math.sqrt(len(rows))
+        shift = float(statistics.median(s for _, s, _ in rows))
+        reference = float(statistics.median(references[name]))
+        out[name] = StepShift(
+            gap_ns=float(statistics.median(h for h, _, _ in rows)),
+            shift_ns=shift,
+            noise_ns=noise,
+            moved=not within_op_bar(reference + shift, reference) and abs(shift) > CUPTI_EFFECT_SIGMAS * noise,
+        )
+    return StepShifts(out, typical)
 
 
 def pair_readings(steps: Sequence[SampledStep], variants: Sequence[Sequence[int]]) -> dict[int, list[float]]:
@@ -256,6 +334,7 @@ def judge(
     classes: Sequence[dict[str, Any]],
     event_ops: Sequence[Mapping[str, Any]],
     own_effects: Mapping[str, SpanEffect] | None = None,
+    step_shifts: Mapping[str, StepShift] | None = None,
 ) -> list[dict[str, Any]]:
     """Each class with CUPTI's gap beside it gets a ``gap_verdict``, as the events' op check gives its own: "agree"
     within the op bar; where CUPTI moves the class, "agree like for like" when the timers' gap plus CUPTI's effect
@@ -265,7 +344,11 @@ def judge(
     pair's taken out), which moves the class where it is beyond ``CUPTI_EFFECT_SIGMAS`` of its noise, as the head
     and piece variants' effects do (CUPTI's effect on the same steps, not on another instrument's); else, for a
     class the timers did not read under CUPTI, the events' (``cupti_trusted_here`` false, their
-    ``cupti_effect_ns``)."""
+    ``cupti_effect_ns``).
+
+    With ``step_shifts`` (``timer_step_shifts``), each class carries how far CUPTI saw the timer steps run its gap
+    from the clean reference (``cupti_timer_steps_gap_ns_median``, ``timer_steps_shift_ns``, its noise, and
+    ``timer_steps_moved``). It changes no verdict here; ``with_events`` leaves a moved class to the events."""
     moved = {
         o["op"]: o for o in event_ops if o.get("cupti_trusted_here") is False and o.get("cupti_effect_ns") is not None
     }
@@ -295,6 +378,14 @@ def judge(
                 if verdict == GAP_DISAGREE and within_op_bar(like, cupti):
                     verdict = GAP_AGREE_LIKE_FOR_LIKE
             row["gap_verdict"] = verdict
+        shifted = (step_shifts or {}).get(row["op"])
+        if shifted is not None:
+            row.update(
+                cupti_timer_steps_gap_ns_median=shifted.gap_ns,
+                timer_steps_shift_ns=shifted.shift_ns,
+                timer_steps_shift_noise_ns=shifted.noise_ns,
+                timer_steps_moved=shifted.moved,
+            )
         out.append(row)
     return out
 
@@ -309,9 +400,10 @@ class WithEvents:
 def with_events(classes: Sequence[Mapping[str, Any]], event_ops: Sequence[Mapping[str, Any]]) -> WithEvents:
     """Every op class of the step judged by the better reading: the timer pairs' where they read the class (they
     carry no event's move of an op's start), the events' op check elsewhere (ops after a host-launched one, op 0,
-    and host-launched ops the host fell behind on). None where a class has no verdict, or is not decided and none
-    disagrees."""
-    timers = {c["op"]: c for c in classes if c.get("gap_verdict") is not None}
+    host-launched ops the host fell behind on, and classes whose gap CUPTI saw the timer steps run apart from its
+    clean reference, ``timer_steps_moved``: there the pairs read their own steps, not the clean one). None where a
+    class has no verdict, or is not decided and none disagrees."""
+    timers = {c["op"]: c for c in classes if c.get("gap_verdict") is not None and not c.get("timer_steps_moved", False)}
     verdicts: list[str] = []
     from_events: list[str] = []
     misses: list[tuple[str, str, float]] = []

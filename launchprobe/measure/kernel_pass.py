@@ -863,10 +863,11 @@ def _timer_pairs(
     steps, references = run_cycles(variants, clean, timer_pairs.PAIR_STEPS, extra=solo, rounds=timer_pairs.SOLO_ROUNDS)
     in_timer_steps, source = None, "CUPTI's, of clean steps: CUPTI not used"
     under_cupti: list[sampled.SampledStep] = []
+    step_gaps: dict[int, list[float]] = {}
     if counts is not None and clean_names is not None:
         try:
             seen = _timer_step_durations(variants, clean, targets, solo, counts, clean_names)
-            in_timer_steps, under_cupti = seen.durations, seen.steps
+            in_timer_steps, under_cupti, step_gaps = seen.durations, seen.steps, seen.gaps
             source = f"CUPTI's, of the timer steps ({timer_pairs.CUPTI_ROUNDS} of each variant)"
         except sampled.StitchRefused as error:
             source = f"CUPTI's, of clean steps: {error}"
@@ -882,10 +883,15 @@ def _timer_pairs(
     )
     shifts = {i: d - durations_ns[i] for i, d in in_timer_steps.items()} if in_timer_steps is not None else None
     effects = timer_pairs.span_effects(names, readings, readings_under_cupti)
+    apart = None
+    if ref is not None and ref.op_gap_ns is not None and step_gaps:
+        read_gaps = {i: g for i, g in step_gaps.items() if i in readings}
+        apart = timer_pairs.timer_step_shifts(names, read_gaps, ref.op_gap_ns, ref.op_gap_error_ns)
     classes = timer_pairs.judge(
         timer_pairs.class_checks(names, split, ref.op_gap_ns if ref is not None else None, shifts),
         event_ops,
         effects.classes,
+        apart.classes if apart is not None else None,
     )
     both = timer_pairs.with_events(classes, event_ops)
     verdicts = [c["gap_verdict"] != GAP_DISAGREE for c in classes if "gap_verdict" in c]
@@ -903,6 +909,7 @@ def _timer_pairs(
         "ops_covered": len(split.gaps_ns),
         "mean_excess_ns": split.mean_excess_ns,
         "cupti_typical_effect_ns": effects.typical_ns if effects.classes else None,
+        "cupti_timer_steps_typical_shift_ns": apart.typical_ns if apart is not None and apart.classes else None,
         "overhead_fraction": overheads.pooled,
         "variant_overhead_max_fraction": overheads.slowest,
         "gaps_ns": [split.gaps_ns.get(i) for i in range(len(ops))],
@@ -917,6 +924,7 @@ def _timer_pairs(
 class TimerStepsUnderCupti:
     durations: dict[int, float]  # per target op, its median duration in its variant's steps, as CUPTI saw them
     steps: list[sampled.SampledStep]  # the same steps' timer readings (GPU clock), for CUPTI's effect on the pairs
+    gaps: dict[int, list[float]]  # per target op, CUPTI's gap before it in each of its variant's steps, timers aside
 
 
 def _timer_step_durations(
@@ -928,9 +936,10 @@ def _timer_step_durations(
     clean_names: Sequence[str],
 ) -> TimerStepsUnderCupti:
     """The timer variants under CUPTI as the pass ran them (``run_cycles``, ``CUPTI_ROUNDS`` cycles, the solo
-    variants' extra rounds; already warm): per target op, its median duration in its variant's steps, and the
-    timers' readings of those steps. The readings are copied back after each cycle's sync, outside its steps; their
-    copies (CUPTI's memcpy rows) are set aside."""
+    variants' extra rounds; already warm): per target op, its median duration in its variant's steps, the timers'
+    readings of those steps, and CUPTI's gap before it in each (``timer_pairs.timer_step_gaps``). The readings
+    are copied back after each cycle's sync, outside its steps; their copies (CUPTI's memcpy rows) are set
+    aside."""
     ran: list[int] = []
     read: list[sampled.SampledStep] = []
 
@@ -954,7 +963,8 @@ def _timer_step_durations(
         if v >= 0:
             steps.append((v, rows[at : at + size]))
         at += size
-    return TimerStepsUnderCupti(timer_pairs.timer_step_durations(steps, counts, clean_names, targets), read)
+    durations = timer_pairs.timer_step_durations(steps, counts, clean_names, targets)
+    return TimerStepsUnderCupti(durations, read, timer_pairs.timer_step_gaps(steps, counts, targets))
 
 
 @dataclass

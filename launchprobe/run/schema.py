@@ -294,6 +294,14 @@ class TimerPairClass(Record, kw_only=True):
     # where that effect moves the class (the timers' own: beyond 2 of its noise): the timers' gap plus it less CUPTI's
     gap_under_cupti_diff_ns: float | None = None
     gap_verdict: str | None = None  # agree / agree like for like / disagree, as the events' OpCheck.gap_verdict
+    # CUPTI's gap of the class in the timer steps themselves, the timer kernels set aside (median over its ops)
+    cupti_timer_steps_gap_ns_median: float | None = None
+    # that less CUPTI's clean reference, less the typical op's (the timer between the two ops); its standard error
+    timer_steps_shift_ns: float | None = None
+    timer_steps_shift_noise_ns: float | None = None
+    # beyond 2 of its errors and the op bar of CUPTI's reference: the timer steps ran the class apart, and the
+    # every-class verdict takes the events' reading of it (with_events_ops_agree, classes_from_events)
+    timer_steps_moved: bool | None = None
 
 
 class TimerPairs(Record, kw_only=True):
@@ -315,6 +323,8 @@ class TimerPairs(Record, kw_only=True):
     mean_excess_ns: float | None = None  # the pairs' mean over the stitched gaps of the same ops, taken out
     # the typical pair's CUPTI effect: over the pairs read both ways, the median of their under CUPTI less without
     cupti_typical_effect_ns: float | None = None
+    # over the ops read, the median of CUPTI's gap in the timer steps less in its clean reference (the timers' cost)
+    cupti_timer_steps_typical_shift_ns: float | None = None
     overhead_fraction: float | None = None  # the pair steps against their clean references (pooled median)
     variant_overhead_max_fraction: float | None = None
     gaps_ns: list[float | None] | None = None  # per op, its split gap; None where no pair read it
