@@ -380,6 +380,10 @@ def timer_summary(kp: Any) -> dict[str, Any]:
             for c in checked
             if c not in agree
         ],
+        # the same, less the classes the every-class verdict takes from the events (timer_steps_moved)
+        "timer_misses_every_class": [
+            f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f}" for c in checked if c not in agree and c.op not in taken
+        ],
         # classes CUPTI saw the timer steps run apart from its clean reference (us, beyond the typical op's)
         "timer_steps_moved": [
             f"{c.op} {(c.timer_steps_shift_ns or 0.0) / 1e3:+.2f}" for c in timers.classes or [] if c.timer_steps_moved
@@ -559,6 +563,7 @@ def table(cells: list[dict[str, Any]]) -> str:
             else ""
         )
         + (f"; not read, host behind: {', '.join(c['timer_behind'])}" if c.get("timer_behind") else "")
+        + (f"; timer steps ran apart: {', '.join(c['timer_steps_moved'])}" if c.get("timer_steps_moved") else "")
         for c in cells
         if c.get("timer_classes")
     ]
@@ -571,7 +576,7 @@ def table(cells: list[dict[str, Any]]) -> str:
         both = [
             f"{c['shape']} {c['mode']} b{c['batch']}: {every[c.get('with_events_ops_agree')]}"
             + (
-                f" [{', '.join(c['with_events_misses'] + c['timer_misses'])}]"
+                f" [{', '.join(c['with_events_misses'] + c.get('timer_misses_every_class', c['timer_misses']))}]"
                 if c.get("with_events_ops_agree") is False
                 else ""
             )

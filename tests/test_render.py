@@ -350,6 +350,12 @@ def test_kernel_pass_sections() -> None:
         "the typical op's): the pairs read their own steps there, and every class takes the events' reading of it"
     ) in apart
     assert "-1.50 us (timers)" not in apart  # the timers' miss there is not the every-class verdict's
+    assert "the events' verdict for those the timers do not read or whose timer steps ran apart (" in apart
+    full_pass_.timer_pairs.with_events_ops_agree = None  # no every-class verdict: the line does not promise one
+    unjudged = plain_output(run, width=900)
+    assert "the pairs read their own steps there;" in unjudged or "the pairs read their own steps there:" in unjudged
+    assert "every class takes the events' reading of it" not in unjudged
+    full_pass_.timer_pairs.with_events_ops_agree = False
     classes[0].gap_verdict, classes[0].timer_steps_moved = "agree like for like", None
     full_pass_.timer_pairs.classes_from_events = [event_ops[0].op]
     assert full_pass_.kernels is not None

@@ -39,6 +39,7 @@ from launchprobe.analysis.sampled import (
     classes_verdict,
     first_difference,
     group_ops,
+    median_error,
     spread_over_steps,
     within_op_bar,
 )
@@ -172,18 +173,20 @@ def timer_step_shifts(
     the class's shift the median of what is left over its ops. Both sides are CUPTI's, so what CUPTI does to every
     step alike cancels: a class that moves here runs differently in the timer steps themselves (their recaptured
     pieces, their timers), and the pairs, which read those steps, do not read the clean step's gap there. Noise as
-    ``span_effects``', with the reference's own error (``reference_error_ns``) where given. A class moves where its
+    ``span_effects``' but each median's from its interquartile range (``sampled.median_error``, as the
+    reference's own error ``reference_error_ns``, where given): host-launched ops scatter by microseconds in a few
+    steps, which a standard deviation would let keep any shift of theirs from moving. A class moves where its
     shift is beyond ``CUPTI_EFFECT_SIGMAS`` of that and beyond the op bar of its reference: where the pairs could
-    miss or agree by it. On the H200 (three piecewise cells, 2026-12-03 16:10 UTC) the classes' shifts ran from
-    -0.40 to +0.56 us, errors 0.01-0.04: the timer's own cost differs by class about that much (a timer after a
-    GEMM fills late, docs/gaps.md), and no class moved by this rule."""
+    miss or agree by it. On the H200 (three piecewise cells, 2026-12-03 16:11 UTC) the classes' shifts ran from
+    -0.40 to +0.56 us (errors 0.04 us or less, then from standard deviations): the timer's own cost differs by
+    class about that much (a timer after a GEMM fills late, docs/gaps.md), and no class moved by this rule."""
     per_op: dict[int, tuple[float, float, float]] = {}
     references: dict[str, list[float]] = {}
     for i, seen in gaps.items():
         if seen and i < len(reference_gap_ns):
             here = float(statistics.median(seen))
             ref_error = float(reference_error_ns[i]) if reference_error_ns is not None else 0.0
-            per_op[i] = (here, here - float(reference_gap_ns[i]), math.hypot(_median_error(seen), ref_error))
+            per_op[i] = (here, here - float(reference_gap_ns[i]), math.hypot(median_error(seen), ref_error))
             references.setdefault(names[i], []).append(float(reference_gap_ns[i]))
     if not per_op:
         return StepShifts({}, 0.0)

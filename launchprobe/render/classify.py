@@ -487,8 +487,8 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: li
         )
         head += (
             f"; CUPTI saw the timer steps run the gap of {shifted} apart from its clean reference (beyond the "
-            "typical op's): the pairs read their own steps there, and every class takes the events' reading of it"
-        )
+            "typical op's): the pairs read their own steps there"
+        ) + (", and every class takes the events' reading of it" if timers.with_events_ops_agree is not None else "")
 
     def agrees(c: TimerPairClass) -> bool:
         return c.gap_verdict != GAP_DISAGREE if c.gap_verdict is not None else bool(c.gap_agrees)
@@ -509,7 +509,9 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: li
         missed += [f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us (events)" for o in event_misses]
         names = ", ".join(timers.classes_from_events) or "none"
         line += (
-            f"; every op class, the events' verdict for those the timers do not read ({names}): "
+            "; every op class, the events' verdict for those the timers do not read"
+            + (" or whose timer steps ran apart" if apart else "")
+            + f" ({names}): "
             f"{verdicts[timers.with_events_ops_agree]}" + (f" ({', '.join(missed)})" if missed else "")
         )
     return line
