@@ -174,12 +174,13 @@ def timer_step_shifts(
     step alike cancels: a class that moves here runs differently in the timer steps themselves (their recaptured
     pieces, their timers), and the pairs, which read those steps, do not read the clean step's gap there. Noise as
     ``span_effects``' but each median's from its interquartile range (``sampled.median_error``, as the
-    reference's own error ``reference_error_ns``, where given): host-launched ops scatter by microseconds in a few
-    steps, which a standard deviation would let keep any shift of theirs from moving. A class moves where its
-    shift is beyond ``CUPTI_EFFECT_SIGMAS`` of that and beyond the op bar of its reference: where the pairs could
-    miss or agree by it. On the H200 (three piecewise cells, 2026-12-03 16:11 UTC) the classes' shifts ran from
-    -0.40 to +0.56 us (errors 0.04 us or less, then from standard deviations): the timer's own cost differs by
-    class about that much (a timer after a GEMM fills late, docs/gaps.md), and no class moved by this rule."""
+    reference's own error ``reference_error_ns``, where given): a host-launched op's gap scatters by microseconds
+    in a few steps, and a standard deviation inflated by them would keep any shift of its from moving. A class
+    moves where its shift is beyond ``CUPTI_EFFECT_SIGMAS`` of that and beyond the op bar of its reference: where
+    the pairs could miss or agree by it. On the H200 (three piecewise cells, 2026-12-03 16:11 UTC) the classes'
+    shifts ran from -0.40 to +0.56 us (errors 0.04 us or less, as run from standard deviations): the timer's own
+    cost differs by class about that much (a timer after a GEMM fills late, docs/gaps.md), and no class moved by
+    this rule."""
     per_op: dict[int, tuple[float, float, float]] = {}
     references: dict[str, list[float]] = {}
     for i, seen in gaps.items():
