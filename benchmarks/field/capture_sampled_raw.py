@@ -8,7 +8,9 @@ every sampled step in run order ([variant, step_ns, [[op, end_ns], ...], referen
 for each round of the eager stride probes, variants numbered within the probe), every clean step timed in
 the cycles, the same for the cycle the pass runs again under CUPTI (``cupti_steps``, ``cupti_clean_in_cycles``) and
 for the timer pairs (``timer_steps``, ``timer_clean_in_cycles``; ``timer_durations``: each target op's duration in
-the timer steps under CUPTI; ``timer_cupti_steps``: those steps' timer readings), CUPTI's clean steps (kernel
+the timer steps under CUPTI; ``timer_cupti_steps``: those steps' timer readings; ``timer_cupti_rows``: CUPTI's
+kernels of those steps in run order, [is a timer, start, end], with ``timer_cupti_ran`` their variants and
+``timer_targets`` each variant's target ops), CUPTI's clean steps (kernel
 names of the first, [start, end] of every kernel, step times), the same for the capture check's second capture of
 the clean graphs (``cupti_second``, graph modes) and what the pass reported. OUTDIR/cycle_MODE.json.gz holds, per
 pass of that mode, [bucket, ops, steps]: every step of the CUPTI cycle in run order (clean ones as negative
@@ -90,7 +92,12 @@ def main() -> None:
         return steps, clean_ns
 
     def timer_step_durations(*args: Any, **kwargs: Any) -> Any:
-        seen = originals["timer_step_durations"](*args, **kwargs)
+        current["in_timer_cupti"] = True  # CUPTI's rows of the timer steps (``timer_cupti_rows``)
+        try:
+            seen = originals["timer_step_durations"](*args, **kwargs)
+        finally:
+            current.pop("in_timer_cupti", None)
+        current["timer_targets"] = [list(t) for t in args[2]]  # (variants, clean, targets, solo, counts, names)
         current["timer_durations"] = sorted(seen.durations.items())  # per target op, in the timer steps under CUPTI
         # the same steps' timer readings, GPU clock, as ``timer_steps``
         current["timer_cupti_steps"] = [[s.variant, s.step_ns, sorted(s.ends.items())] for s in seen.steps]
@@ -120,6 +127,12 @@ def main() -> None:
         rows = originals["cuda_intervals"](work)
         if current.get("in_cycle"):
             current["cupti_rows"] = rows
+        if current.get("in_timer_cupti"):  # [is a timer, start, end] per kernel, the readings' copies set aside
+            current["timer_cupti_rows"] = [
+                [int(kp.timer_pairs.TIMER_KERNEL in name), start, end]
+                for name, start, end in rows
+                if not name.lower().startswith("memcpy")
+            ]
         return rows
 
     def grouped_ops(seen: Any, counts: Any) -> Any:
