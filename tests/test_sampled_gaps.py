@@ -1524,6 +1524,7 @@ def test_the_gap_between_steps_carries_the_boundary_lag_and_keeps_its_verdict() 
     check = clean_check(events, 100_000.0, ref, under_cupti=under, boundary=lag)
     by_op = {o["op"]: o for o in check["ops"]}
     assert by_op["h"]["boundary_lag_ns"] == 1_060 and by_op["h"]["boundary_lag_noise_ns"] == 30
+    assert by_op["h"]["cupti_gap_less_boundary_lag_ns"] == by_op["h"]["cupti_gap_ns_median"] - 1_060
     assert "boundary_lag_ns" not in by_op["x"] and "boundary_lag_ns" not in by_op["y"]
     plain = {o["op"]: o for o in clean_check(events, 100_000.0, ref, under_cupti=under)["ops"]}
     assert by_op["h"]["gap_verdict"] == plain["h"]["gap_verdict"] == "disagree"  # a diagnostic: the verdict stays

@@ -24,7 +24,6 @@ Pure functions over the steps the measurement layer ran (``measure.kernel_pass``
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections import Counter
@@ -38,6 +37,7 @@ from launchprobe.analysis.sampled import (
     StitchRefused,
     classes_verdict,
     first_difference,
+    gaps_within_step,
     group_ops,
     median_error,
     spread_over_steps,
@@ -139,11 +139,10 @@ def timer_step_gaps(
     checked there). The timer between them is in that gap, as it is in the pair's reading."""
     out: dict[int, list[float]] = {}
     for variant, rows in steps:
-        spans = group_ops([(s, e) for name, s, e in rows if TIMER_KERNEL not in name], counts)
-        latest = list(itertools.accumulate((end for _, end in spans), max))
+        gaps = gaps_within_step(group_ops([(s, e) for name, s, e in rows if TIMER_KERNEL not in name], counts))
         for i in variants[variant]:
             if i > 0:
-                out.setdefault(i, []).append(float(spans[i][0] - latest[i - 1]))
+                out.setdefault(i, []).append(float(gaps[i]))
     return out
 
 

@@ -239,6 +239,7 @@ class OpCheck(Record, kw_only=True):
     # cannot see; a diagnostic, like the above
     boundary_lag_ns: float | None = None
     boundary_lag_noise_ns: float | None = None
+    cupti_gap_less_boundary_lag_ns: float | None = None  # CUPTI's gap between steps less that lag
     # agree | agree like for like (CUPTI moves the class; the like-for-like reading agrees) | agree across captures
     # (a second capture moves CUPTI's value; the reading agrees with that capture's) | disagree
     gap_verdict: str | None = None
