@@ -333,6 +333,12 @@ def summarise(
                 f"{o.op} {o.gap_diff_ns / 1e3:+.2f}"
                 + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")
                 + (f" (boundary lag {o.boundary_lag_ns / 1e3:+.2f})" if o.boundary_lag_ns is not None else "")
+                + (
+                    f" (CUPTI {o.cupti_effect_ns / 1e3:+.2f}+/-{(o.cupti_effect_noise_ns or 0) / 1e3:.2f},"
+                    f" like for like {(o.gap_under_cupti_diff_ns or 0) / 1e3:+.2f})"
+                    if o.cupti_effect_ns is not None and o.cupti_trusted_here
+                    else ""
+                )
                 for o in failing
             ],
             grouping=check.grouping,

@@ -461,6 +461,18 @@ def test_kernel_pass_sections() -> None:
     moved.cupti_gap_less_boundary_lag_ns = 4_740.0
     assert "unseen by them; CUPTI's gap less that lag 4.74 us)" in plain_output(run, width=500)
     moved.boundary_lag_ns = moved.boundary_lag_noise_ns = moved.cupti_gap_less_boundary_lag_ns = None
+    # a plain miss where CUPTI moves the class by less than the bar, beyond two errors: the effect said beside it
+    miss = check.ops[2]
+    kept_fields = (miss.gap_diff_ns, miss.gap_agrees, miss.gap_verdict, miss.gap_under_cupti_diff_ns)
+    miss.gap_diff_ns, miss.gap_agrees, miss.gap_verdict = 1_350.0, False, "disagree"
+    miss.cupti_effect_ns, miss.cupti_effect_noise_ns, miss.cupti_trusted_here = -820.0, 60.0, True
+    miss.gap_under_cupti_diff_ns = 530.0
+    effect = plain_output(run, width=500)
+    assert f"{miss.op} +1.35 us (CUPTI moves it -0.82 +/- 0.06 us, under the bar; like for like +0.53 us)" in effect
+    miss.cupti_effect_noise_ns = 500.0  # within two errors: not said
+    assert "under the bar" not in plain_output(run, width=500)
+    miss.cupti_effect_ns = miss.cupti_effect_noise_ns = miss.cupti_trusted_here = None
+    miss.gap_diff_ns, miss.gap_agrees, miss.gap_verdict, miss.gap_under_cupti_diff_ns = kept_fields
     # CUPTI's own clean steps later in the pass put a disagreeing class elsewhere: said beside its miss
     miss = next(o for o in check.ops if not o.gap_agrees)
     miss.cupti_cycle_gap_ns_median, miss.cupti_cycle_off_bar_fraction = 1_660.0, 0.68
