@@ -336,7 +336,9 @@ def summarise(
                 + (
                     f" (CUPTI {o.cupti_effect_ns / 1e3:+.2f}+/-{(o.cupti_effect_noise_ns or 0) / 1e3:.2f},"
                     f" like for like {(o.gap_under_cupti_diff_ns or 0) / 1e3:+.2f})"
-                    if o.cupti_effect_ns is not None and o.cupti_trusted_here
+                    if o.cupti_effect_ns is not None
+                    and o.cupti_trusted_here
+                    and abs(o.cupti_effect_ns) > 2 * (o.cupti_effect_noise_ns or 0.0)
                     else ""
                 )
                 for o in failing

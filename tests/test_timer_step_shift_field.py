@@ -149,6 +149,7 @@ def test_what_the_timer_steps_did_to_each_class_on_the_h200(cells: dict[tuple[st
         around = _around_the_timer(cell)
         assert np.median(around["pre"]) < -300.0  # 0.38 us (1B), 0.54 us (8B) before the op before it ends
         assert 400.0 < typical < np.median(around["duration"]) < 1_000.0
+        assert 500.0 < np.median(around["pre"] + around["duration"]) < 700.0  # it ends 0.64 (1B), 0.54 (8B) us after
         assert abs(np.median(around["post"] - around["clean"])) < 100.0
         added = around["pre"] + around["duration"] + around["post"] - around["clean"]
         assert np.median(added) == pytest.approx(typical, abs=100.0)

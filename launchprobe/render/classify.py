@@ -440,7 +440,8 @@ def _start_shift_line(shifts: list[StartShift]) -> str:
 
 
 SHIFT_SHOWN_NS = 1_000  # a timer-step duration shift the line names: the op bar's 1 us
-EFFECT_SHOWN_SIGMAS = 2.0  # a CUPTI effect a miss names: beyond two errors, the check's own rule for an effect
+# a CUPTI effect a miss names: beyond two errors, as analysis.sampled.CUPTI_EFFECT_SIGMAS (not imported by renderers)
+EFFECT_SHOWN_SIGMAS = 2.0
 
 
 def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: list[str]) -> str:
