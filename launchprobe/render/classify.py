@@ -492,30 +492,16 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: li
             "typical op's): the pairs read their own steps there"
         ) + (", and every class takes the events' reading of it" if timers.with_events_ops_agree is not None else "")
 
-    across = [c for c in checked if c.gap_verdict == GAP_AGREE_ACROSS_CAPTURES]
-    if across:
-        held = ", ".join(
-            f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f} us, {(c.gap_timer_steps_diff_ns or 0.0) / 1e3:+.2f} us "
-            f"against it (shift {(c.timer_steps_shift_ns or 0.0) / 1e3:+.2f} +/- "
-            f"{(c.timer_steps_shift_noise_ns or 0.0) / 1e3:.2f} us)"
-            for c in across
-        )
-        head += (
-            "; ok against CUPTI's gap in the timer steps' own capture (its clean reference plus the shift it saw "
-            f"there beyond the typical op's): {held}"
-        )
-
     def agrees(c: TimerPairClass) -> bool:
         return c.gap_verdict != GAP_DISAGREE if c.gap_verdict is not None else bool(c.gap_agrees)
 
     misses = [c for c in checked if not agrees(c)]
     like = [c for c in checked if c.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE]
     verdicts = {True: "AGREE", False: "DISAGREE", None: "not judged: CUPTI not trusted op for op"}
-    worst = ", ".join(f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f} us" for c in misses)
+    worst = ", ".join(f"{c.op} {(c.gap_diff_ns or 0.0) / 1e3:+.2f} us" + _timer_steps_clause(c) for c in misses)
     line = (
-        f"{head}: {len(checked) - len(misses) - len(like) - len(across)} of {len(checked)} op classes within 1 us or "
-        "15% of CUPTI's clean gap" + (f", {len(like)} more like for like (CUPTI moves them)" if like else "")
-        + (f", {len(across)} more against the timer steps' capture" if across else "")
+        f"{head}: {len(checked) - len(misses) - len(like)} of {len(checked)} op classes within 1 us or 15% of CUPTI's "
+        "clean gap" + (f", {len(like)} more like for like (CUPTI moves them)" if like else "")
         + f", {verdicts[timers.ops_agree]}" + (f" ({worst})" if worst else "")
     )  # fmt: skip
     if timers.classes_from_events is not None:
@@ -531,6 +517,18 @@ def _timer_pairs_line(timers: TimerPairs, event_ops: list[OpCheck], op_names: li
             f"{verdicts[timers.with_events_ops_agree]}" + (f" ({', '.join(missed)})" if missed else "")
         )
     return line
+
+
+def _timer_steps_clause(c: TimerPairClass) -> str:
+    """Beside a timer class that misses: where CUPTI saw the timer steps shift it (``gap_timer_steps_diff_ns``), the
+    shift and the reading against CUPTI's reference plus it. It explains the miss and changes no verdict: the shift
+    is the timer steps' own (their timer's cost at the class, their recaptured pieces), which the reading carries."""
+    if c.gap_timer_steps_diff_ns is None:
+        return ""
+    return (
+        f" (CUPTI saw its timer steps shifted {(c.timer_steps_shift_ns or 0.0) / 1e3:+.2f} +/- "
+        f"{(c.timer_steps_shift_noise_ns or 0.0) / 1e3:.2f} us; {c.gap_timer_steps_diff_ns / 1e3:+.2f} us against that)"
+    )
 
 
 def _fraction(value: float | None) -> str:

@@ -294,11 +294,9 @@ class TimerPairClass(Record, kw_only=True):
     cupti_effect_source: str | None = None  # timers under CUPTI / events' op check
     # where that effect moves the class (the timers' own: beyond 2 of its noise): the timers' gap plus it less CUPTI's
     gap_under_cupti_diff_ns: float | None = None
-    # agree / agree like for like / agree across captures (within the bar of CUPTI's reference plus the timer steps'
-    # shift, where CUPTI saw them shifted: gap_timer_steps_diff_ns) / disagree, as the events' OpCheck.gap_verdict
-    gap_verdict: str | None = None
-    # where CUPTI saw the timer steps shift the class (beyond 2 of its errors and 0.5 us): the timers' gap less
-    # CUPTI's reference plus that shift
+    gap_verdict: str | None = None  # agree / agree like for like / disagree, as the events' OpCheck.gap_verdict
+    # where CUPTI saw the timer steps shift the class (beyond 2 of its errors and 0.5 us, not moved): the timers' gap
+    # less CUPTI's reference plus that shift; it explains a miss and changes no verdict
     gap_timer_steps_diff_ns: float | None = None
     # CUPTI's gap of the class in the timer steps themselves, the timer kernels set aside (median over its ops)
     cupti_timer_steps_gap_ns_median: float | None = None
