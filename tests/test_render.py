@@ -646,3 +646,75 @@ def test_idle_stretch_times_in_tables_are_from_the_first_gpu_op() -> None:
     row = next(line for line in text.splitlines() if line.startswith(stretch.window + " ") and stretch.kind in line)
     assert v.sig(stretch.start_ns - origin, 1e-3) in row.split()
     assert json.loads(render_text(run, "json"))["summaries"][0]["largest_idle"][0]["start_ns"] == stretch.start_ns
+
+
+def _pass_lines(text: str, mode: str) -> list[str]:
+    """The lines of one mode's per-kernel pass in a plain report, from its table's title to the next blank line after
+    its lines."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"Per-kernel pass: {mode}, "))
+    body = lines[start:]
+    first = next(i for i, line in enumerate(body) if line.strip().startswith("picture:"))
+    end = next((i for i in range(first, len(body)) if not body[i].strip()), len(body))
+    return [line.strip() for line in body[first:end]]
+
+
+def test_kernel_pass_checks_line_comes_second_with_the_overall_verdict() -> None:
+    run = runs.classify_run()
+    text = plain_output(run, width=900)
+    eager, piecewise = _pass_lines(text, "eager"), _pass_lines(text, "piecewise")
+    head = "checks against the clean step: sampled step +1.1% (slowest variant) against the 2% budget: within; "
+    assert eager[1] == (
+        head + "gap total +0.3 +/- 41.0 us (478 allowed): AGREE; busy 0.2% apart: AGREE; every op class vs CUPTI: not "
+        "made (CUPTI not trusted op for op); overall AGREE"
+    )  # the class check not made (CUPTI's step beyond 5%) is no part of the overall verdict
+    assert piecewise[1] == (
+        head + "gap total -5.2 +/- 3.2 us (50.0 allowed): AGREE; busy 0.2% apart: AGREE; every op class vs CUPTI (the "
+        "events): DISAGREE (attention +1.40 us); overall DISAGREE"
+    )
+    assert piecewise[-1] == "CUPTI cross-check: DISAGREE"
+    # with the timer pairs: every class by the better reading decides, and the last line says it is the events'
+    passes = {r.mode: r.kernel_pass for r in run.sorted_results() if r.kernel_pass is not None}
+    pw = passes["piecewise"]
+    assert pw is not None and pw.cupti_check is not None and pw.cupti_check.ops
+    attention = next(o for o in pw.cupti_check.ops if o.op == "attention")
+    timer_classes = [
+        TimerPairClass(op="attention", count=32, gap_ns_median=-1_300.0, raw_gap_ns_median=-1_000.0,
+                       cupti_gap_ns_median=-1_400.0, gap_diff_ns=100.0, gap_agrees=True),
+    ]  # fmt: skip
+    pw.timer_pairs = TimerPairs(
+        measured=True, ops_covered=200, steps=900, classes=timer_classes, ops_agree=True,
+        with_events_ops_agree=True, classes_from_events=[o.op for o in pw.cupti_check.ops if o.op != "attention"],
+    )  # fmt: skip
+    timed = _pass_lines(plain_output(run, width=900), "piecewise")
+    assert (
+        "every op class vs CUPTI (the timer pairs where they read it, the events elsewhere): AGREE; overall AGREE"
+    ) in timed[1]
+    assert timed[-1] == "CUPTI cross-check (the events' reading): DISAGREE"
+    # a timer miss is named as the timers'; an events' miss in a class taken from them, as the events'
+    timer_classes[0].gap_agrees, timer_classes[0].gap_diff_ns = False, 1_600.0
+    pw.timer_pairs.ops_agree = pw.timer_pairs.with_events_ops_agree = False
+    embed = pw.cupti_check.ops[0]
+    embed.gap_verdict, embed.gap_diff_ns = "disagree", -2_100.0
+    missed = _pass_lines(plain_output(run, width=900), "piecewise")[1]
+    assert "DISAGREE (attention +1.60 us (timers), embed -2.10 us (events)); overall DISAGREE" in missed
+    assert attention.gap_diff_ns == 1_400.0  # the events' own miss there is not the verdict's
+    # one check not decided and none failed: not decided; a step over the budget fails it whatever the rest says
+    pw.timer_pairs.with_events_ops_agree, embed.gap_verdict = True, "agree"
+    timer_classes[0].gap_agrees = True
+    pw.cupti_check.total_gap_agrees = None
+    assert _pass_lines(plain_output(run, width=900), "piecewise")[1].endswith(
+        "(50.0 allowed): not decided; busy 0.2% apart: AGREE; every op class vs CUPTI (the timer pairs where they read "
+        "it, the events elsewhere): AGREE; overall not decided"
+    )
+    pw.overhead_within_budget = False
+    over = _pass_lines(plain_output(run, width=900), "piecewise")[1]
+    assert "against the 2% budget: OVER;" in over and over.endswith("overall DISAGREE")
+    # judged by the pooled steps where no variant stands out: that overhead is the one shown
+    pw.overhead_within_budget, pw.overhead_basis, pw.overhead_fraction = True, "pooled: no variant stands out", 0.004
+    assert "sampled step +0.4% (pooled: no variant stands out) against the 2% budget: within" in plain_output(
+        run, width=900
+    )
+    # a pass that refused to stitch has no checks to give
+    pw.refusal = "the kernel sequence changed between steps"
+    assert not any(line.startswith("checks against") for line in _pass_lines(plain_output(run, width=900), "piecewise"))
