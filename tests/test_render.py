@@ -718,3 +718,23 @@ def test_kernel_pass_checks_line_comes_second_with_the_overall_verdict() -> None
     # a pass that refused to stitch has no checks to give
     pw.refusal = "the kernel sequence changed between steps"
     assert not any(line.startswith("checks against") for line in _pass_lines(plain_output(run, width=900), "piecewise"))
+
+
+def test_gap_total_line_gives_cuptis_own_idle_beside_the_clean_reference() -> None:
+    run = runs.classify_run()
+    piecewise = _pass_lines(plain_output(run, width=900), "piecewise")
+    total = next(line for line in piecewise if line.startswith("check, gap total:"))
+    assert (
+        "0.055 ms clean (clean step less CUPTI's op durations; gaps signed; CUPTI's own steps, which it slows, idle "
+        "0.055 ms), difference"
+    ) in total
+    eager = _pass_lines(plain_output(run, width=900), "eager")
+    eager_total = next(line for line in eager if line.startswith("check, gap total:"))
+    assert "CUPTI's own steps, which it slows, idle 6.595 ms)" in eager_total
+    pw = next(r.kernel_pass for r in run.sorted_results() if r.mode == "piecewise")
+    assert pw is not None and pw.cupti_check is not None
+    pw.cupti_check.cupti_total_gap_ns = None  # files without it: the clean reference alone
+    plain = next(
+        line for line in _pass_lines(plain_output(run, width=900), "piecewise") if line.startswith("check, gap total:")
+    )
+    assert "(clean step less CUPTI's op durations; gaps signed), difference" in plain

@@ -829,8 +829,14 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
     if check.clean_gap_total_ns is None:  # files from before the signed gap total
         reference = f"{v.fixed(check.clean_idle_ns, 3, 1e-6)} ms clean idle (clean step minus CUPTI busy)"
     else:
+        under = (
+            f"; CUPTI's own steps, which it slows, idle {v.fixed(check.cupti_total_gap_ns, 3, 1e-6)} ms"
+            if check.cupti_total_gap_ns is not None
+            else ""
+        )
         reference = (
-            f"{v.fixed(check.clean_gap_total_ns, 3, 1e-6)} ms clean (clean step less CUPTI's op durations; gaps signed)"
+            f"{v.fixed(check.clean_gap_total_ns, 3, 1e-6)} ms clean (clean step less CUPTI's op durations; gaps "
+            f"signed{under})"
         )
     noise = check.total_gap_noise_ns
     lines.append(
