@@ -309,6 +309,7 @@ def summarise(
             stitched_gap_total_us=check.events_total_gap_ns / 1e3 if check.events_total_gap_ns is not None else None,
             clean_idle_us=check.clean_idle_ns / 1e3 if check.clean_idle_ns is not None else None,
             clean_gap_total_us=check.clean_gap_total_ns / 1e3 if check.clean_gap_total_ns is not None else None,
+            cupti_gap_total_us=check.cupti_total_gap_ns / 1e3 if check.cupti_total_gap_ns is not None else None,
             stitched_idle_us=check.events_idle_ns / 1e3 if check.events_idle_ns is not None else None,
             gap_total_diff_us=check.total_gap_diff_ns / 1e3 if check.total_gap_diff_ns is not None else None,
             gap_total_tolerance_us=check.total_gap_tolerance_ns / 1e3 if check.total_gap_tolerance_ns else None,
@@ -457,7 +458,8 @@ def line(cell: dict[str, Any]) -> str:
     return (
         f"{head} clean {cell['clean_ms']:.3f} ms, m={cell['stride']}, overhead {pct(cell['overhead'])} "
         f"(max variant {pct(cell['overhead_max_variant'])}), gap total {num(cell.get('stitched_gap_total_us'))} vs "
-        f"clean {num(cell.get('clean_gap_total_us'))} us: {decided(cell, 'gap_total_agrees')}, op gaps "
+        f"clean {num(cell.get('clean_gap_total_us'))} us (CUPTI's steps {num(cell.get('cupti_gap_total_us'))}): "
+        f"{decided(cell, 'gap_total_agrees')}, op gaps "
         f"{cell.get('op_classes_agree', '-')}/{cell.get('op_classes', '-')}, CUPTI step "
         f"{pct(cell.get('cupti_step_vs_clean'))} ({cell['seconds']} s)"
         + ("" if cell["stitched"] else f" REFUSED: {cell['refusal']}")

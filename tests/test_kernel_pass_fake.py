@@ -511,3 +511,22 @@ def test_the_lab_tools_count_kernels_again_where_the_clustering_split_an_op(monk
     with pytest.raises(sampled.StitchRefused):
         bench.kernel_counts([], attempts=2)
     assert len(calls) == 2
+
+
+def test_the_benchs_cell_line_gives_cuptis_own_gap_total_beside_the_clean_one() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_sampled_gaps as bench
+
+    cell: dict[str, Any] = {
+        "shape": "llama-3-8b", "mode": "piecewise", "batch": 1, "status": "ok", "clean_ms": 4.792, "stride": 103,
+        "overhead": 0.002, "overhead_max_variant": 0.007, "stitched_gap_total_us": 225.1, "clean_gap_total_us": 173.6,
+        "cupti_gap_total_us": 233.0, "gap_total_agrees": None, "op_classes_agree": 12, "op_classes": 13,
+        "cupti_step_vs_clean": 0.013, "seconds": 78.2, "stitched": True,
+    }  # fmt: skip
+    text = bench.line(cell)
+    assert "gap total 225.1 vs clean 173.6 us (CUPTI's steps 233.0): n/d, op gaps 12/13" in text
+    del cell["cupti_gap_total_us"]  # records from before the field
+    assert "vs clean 173.6 us (CUPTI's steps -): n/d" in bench.line(cell)
