@@ -738,3 +738,16 @@ def test_gap_total_line_gives_cuptis_own_idle_beside_the_clean_reference() -> No
         line for line in _pass_lines(plain_output(run, width=900), "piecewise") if line.startswith("check, gap total:")
     )
     assert "(clean step less CUPTI's op durations; gaps signed), difference" in plain
+
+
+def test_terminal_colours_the_verdict_words_of_a_reports_lines() -> None:
+    console = Console(record=True, width=2000, file=io.StringIO(), force_terminal=True, color_system="standard")
+    render_table(runs.classify_run(), console)
+    styled = console.export_text(styles=True)
+    checks = next(
+        line for line in styled.splitlines() if "checks against the clean step" in line and "DISAGREE" in line
+    )
+    assert "\x1b[1;31mDISAGREE\x1b[0m" in checks  # bold red, and the AGREE inside it is not coloured apart
+    assert "\x1b[32mAGREE\x1b[0m" in checks
+    assert "\x1b[1;31mUNSTEADY\x1b[0m" in styled and "\x1b[32mAGREE" in styled
+    assert "\x1b[" not in plain_output(runs.classify_run(), width=900)  # plain output stays plain

@@ -118,7 +118,21 @@ def _print_lines(block: Lines, console: Console, plain: bool) -> None:
         if plain:
             _print_line(console, Text(f"  {_cell(line, plain)}"), plain)
         else:
-            console.print(Padding(Text(printable(line)), (0, 0, 0, 2)))  # wrapped lines keep the indent
+            console.print(Padding(_with_verdicts(Text(printable(line))), (0, 0, 0, 2)))  # wrapped lines keep the indent
+
+
+# Verdict words in a report's lines, coloured on a terminal so a check's outcome stands out of its numbers.
+_VERDICT_STYLES = (
+    (r"\b(?:DISAGREE|OVER|NOT STITCHED|UNSTEADY|PERTURBING)\b", "bold red"),
+    (r"\bAGREE\b", "green"),
+    (r"\b(?:not decided|NOT DECIDED)\b", "yellow"),
+)
+
+
+def _with_verdicts(text: Text) -> Text:
+    for pattern, style in _VERDICT_STYLES:
+        text.highlight_regex(pattern, style)
+    return text
 
 
 def _print_strips(block: Strips, console: Console, plain: bool) -> None:
