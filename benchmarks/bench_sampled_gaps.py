@@ -287,7 +287,7 @@ def summarise(
         "variant_noise": kp.variant_overhead_max_error_fraction, "clean_spread": kp.clean_step_spread_fraction,
         "overhead_basis": kp.overhead_basis, "standout_p": kp.variant_standout_p,
         "shuffled_q95": kp.variant_overhead_shuffled_q95_fraction,
-        "host_steady": kp.host_steady, "cycles": kp.cycles,
+        "host_steady": kp.host_steady, "cycles": kp.cycles, "checks_verdict": kp.checks_verdict,
         "pairing": kp.pairing, "reach": kp.reach, "kernel_pass": record,
         "stitched_step_vs_clean": kp.step_ns / 1e6 / kp.clean_step_ms - 1 if kp.step_ns and kp.clean_step_ms else None,
         "event_lags": {lag.kinds: lag.lag_ns_median for lag in kp.event_lags or []},
@@ -602,6 +602,14 @@ def table(cells: list[dict[str, Any]]) -> str:
         rows.append(
             "every op class, the timer pairs' verdict where they read it and the events' elsewhere (misses, us, "
             "events' then timers'): " + "; ".join(both)
+        )
+    verdicts = [
+        f"{c['shape']} {c['mode']} b{c['batch']}: {c['checks_verdict']}" for c in cells if c.get("checks_verdict")
+    ]
+    if verdicts:
+        rows.append(
+            "the pass's verdict over its checks against the clean step (budget, gap total, busy, every class by the "
+            "better reading where CUPTI is trusted op for op): " + "; ".join(verdicts)
         )
     misses = [f"{c['shape']} {c['mode']} b{c['batch']}: {', '.join(c['misses'])}" for c in cells if c.get("misses")]
     if misses:

@@ -227,6 +227,11 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert abs(check.busy_noise_overlap_ns) < 0.01 * check.cupti_op_busy_ns
     assert check.ops and check.ops_agree, [(o.op, o.gap_diff_ns) for o in check.ops if not o.gap_agrees]
     assert check.agrees
+    # the producer stores every class by the better reading and the verdict over the checks, as the report gives them
+    timers = result.timer_pairs
+    better = timers.with_events_ops_agree if timers is not None and timers.classes_from_events is not None else None
+    assert result.every_class_checked and result.every_class_agrees is (better if better is not None else True)
+    assert result.checks_verdict == "agree"
     # the pass's cycle read again while the fake CUPTI ran: nothing in the fake moves under CUPTI, so alike
     assert check.under_cupti_steps and check.ops_under_cupti_agree
     assert all(o.events_gap_under_cupti_ns_median is not None for o in check.ops)
@@ -530,3 +535,11 @@ def test_the_benchs_cell_line_gives_cuptis_own_gap_total_beside_the_clean_one() 
     assert "gap total 225.1 vs clean 173.6 us (CUPTI's steps 233.0): n/d, op gaps 12/13" in text
     del cell["cupti_gap_total_us"]  # records from before the field
     assert "vs clean 173.6 us (CUPTI's steps -): n/d" in bench.line(cell)
+    # the table gives the pass's verdict over its checks, which the producer stored (records before it: no row)
+    cell.update(within_2pct=True, checks_verdict="not decided")
+    assert (
+        "every class by the better reading where CUPTI is trusted op for op): llama-3-8b piecewise b1: not decided"
+        in bench.table([cell])
+    )
+    del cell["checks_verdict"]
+    assert "the pass's verdict over its checks" not in bench.table([cell])

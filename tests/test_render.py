@@ -707,6 +707,11 @@ def test_kernel_pass_checks_line_comes_second_with_the_overall_verdict() -> None
         "(50.0 allowed): not decided; busy 0.2% apart: AGREE; every op class vs CUPTI (the timer pairs where they read "
         "it, the events elsewhere): AGREE; overall not decided"
     )
+    # a verdict the producer stored is the one given, with its every-class reading (older files derive both)
+    pw.checks_verdict, pw.every_class_agrees, pw.every_class_checked = "disagree", False, True
+    stored = _pass_lines(plain_output(run, width=900), "piecewise")[1]
+    assert "the events elsewhere): DISAGREE" in stored and stored.endswith("overall DISAGREE")
+    pw.checks_verdict = pw.every_class_agrees = pw.every_class_checked = None
     pw.overhead_within_budget = False
     over = _pass_lines(plain_output(run, width=900), "piecewise")[1]
     assert "against the 2% budget: OVER;" in over and over.endswith("overall DISAGREE")

@@ -32,6 +32,7 @@ from launchprobe.analysis.sampled import (
     boundary_lag,
     busy_verdict,
     capture_shifts,
+    checks_verdict,
     choose_stride,
     clean_check,
     clean_spread,
@@ -1696,3 +1697,13 @@ def test_an_event_that_moves_its_ops_start_puts_the_start_bias_into_the_gaps_and
     assert bias[1] is None and errors[1] == pytest.approx(per_op[1], abs=2)  # op 0 (not moved) has no shift read
     assert errors[2:] == pytest.approx(bias[2:], abs=2)  # each gap reads its start bias
     assert abs(sum(errors)) <= 2 * n  # and their sum, the signed gap total, none of it
+
+
+def test_the_verdict_over_a_passs_checks_fails_on_any_no_and_waits_on_any_undecided() -> None:
+    assert checks_verdict(True, True, True, True, class_check_made=True) == "agree"
+    assert checks_verdict(True, True, True, None, class_check_made=True) == "not decided"
+    assert checks_verdict(True, None, True, False, class_check_made=True) == "disagree"  # a no outweighs an undecided
+    assert checks_verdict(False, True, True, True, class_check_made=True) == "disagree"  # over the 2% budget
+    # a class check not made (CUPTI's own step beyond 5% of clean) is no part of it, whatever it holds
+    assert checks_verdict(True, True, True, False, class_check_made=False) == "agree"
+    assert checks_verdict(True, True, None, None, class_check_made=False) == "not decided"

@@ -63,6 +63,9 @@ from launchprobe.analysis import standout
 from launchprobe.analysis.intervals import interval_stats, union_ns
 from launchprobe.analysis.kernel_gaps import OpTiming, aggregate_ops, gap_distribution
 from launchprobe.run.schema import (
+    CHECKS_AGREE,
+    CHECKS_DISAGREE,
+    CHECKS_NOT_DECIDED,
     CUPTI_EFFECT_HEAD_VARIANT,
     CUPTI_EFFECT_PIECE_VARIANT,
     CUPTI_EFFECT_STITCHED,
@@ -1949,3 +1952,20 @@ def summarise(stitched: Stitched, step_ns: float) -> dict[str, Any]:
         "ops": aggregate_ops(stitched.rows, step_ns),
         "gaps": gap_distribution([r["gap_before_ns"] for r in stitched.rows]),
     }
+
+
+def checks_verdict(
+    within_budget: bool | None,
+    gap_total_agrees: bool | None,
+    busy_agrees: bool | None,
+    every_class_agrees: bool | None,
+    class_check_made: bool,
+) -> str:
+    """The verdict over a pass's checks against the clean step (issue 12): the sampled step within the budget, the
+    gap total and busy, and every op class by the better reading where the class check was made (it is not where
+    CUPTI is not trusted op for op, as the issue asks a class only where CUPTI's own step is within 5% of clean).
+    Any no: "disagree"; else any undecided: "not decided"; else "agree"."""
+    judged = [within_budget, gap_total_agrees, busy_agrees] + ([every_class_agrees] if class_check_made else [])
+    if False in judged:
+        return CHECKS_DISAGREE
+    return CHECKS_NOT_DECIDED if None in judged else CHECKS_AGREE

@@ -826,7 +826,28 @@ def kernel_pass(
             counts=op_counts, clean_names=reference_names,
             event_ops=(result.get("cupti_check") or {}).get("ops") or [],
         )  # fmt: skip
+    if density == "sampled" and picture is not None and (result.get("cupti_check") or {}).get("available"):
+        result.update(_checks(result))
     return msgspec.convert(_plain(result), KernelPass)
+
+
+def _checks(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The every-class verdict by the better reading (the timer pairs' where they read a class, the events'
+    elsewhere; the events' alone without timer pairs), whether that check was made, and the verdict over the
+    pass's checks against the clean step (``sampled.checks_verdict``)."""
+    check, timers = result["cupti_check"], result.get("timer_pairs") or {}
+    if timers.get("classes_from_events") is not None:
+        every = timers.get("with_events_ops_agree")
+    else:
+        every = check.get("ops_agree")
+    made = every is not None or (check.get("cupti_trusted") is not False and bool(check.get("ops")))
+    return {
+        "every_class_agrees": every,
+        "every_class_checked": made,
+        "checks_verdict": sampled.checks_verdict(
+            result.get("overhead_within_budget"), check.get("total_gap_agrees"), check.get("busy_agrees"), every, made
+        ),
+    }
 
 
 def _timer_pairs(

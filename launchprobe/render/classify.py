@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import math
 
+from launchprobe.analysis.sampled import checks_verdict
 from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
 from launchprobe.run.schema import (
+    CHECKS_AGREE,
+    CHECKS_DISAGREE,
     CUPTI_EFFECT_HEAD_VARIANT,
     CUPTI_EFFECT_PIECE_VARIANT,
     CUPTI_EFFECT_TIMERS,
@@ -459,7 +462,10 @@ def _verdicts_line(kp: KernelPass) -> str | None:
     else:
         every, by = check.ops_agree, "the events"
         misses = [f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us" for o in check.ops or [] if _op_check_misses(o)]
-    made = every is not None or (check.cupti_trusted is not False and bool(check.ops))
+    if kp.checks_verdict is not None:  # stored by the producer; older files: derived here as it derives them
+        every, made = kp.every_class_agrees, bool(kp.every_class_checked)
+    else:
+        made = every is not None or (check.cupti_trusted is not False and bool(check.ops))
     if made:
         parts.append(
             f"every op class vs CUPTI ({by}): {word[every]}" + (f" ({', '.join(misses[:4])})" if misses else "")
@@ -467,9 +473,11 @@ def _verdicts_line(kp: KernelPass) -> str | None:
     else:
         reason = check.grouping if check.cupti_trusted else "CUPTI not trusted op for op"
         parts.append(f"every op class vs CUPTI: not made ({v.text(reason)})")
-    judged = [kp.overhead_within_budget, check.total_gap_agrees, check.busy_agrees] + ([every] if made else [])
-    overall = False if False in judged else (None if None in judged else True)
-    return "checks against the clean step: " + "; ".join(parts) + f"; overall {word[overall]}"
+    overall = kp.checks_verdict or checks_verdict(
+        kp.overhead_within_budget, check.total_gap_agrees, check.busy_agrees, every, made
+    )
+    overall_word = {CHECKS_AGREE: "AGREE", CHECKS_DISAGREE: "DISAGREE"}.get(overall, "not decided")
+    return "checks against the clean step: " + "; ".join(parts) + f"; overall {overall_word}"
 
 
 def _every_class_misses(timers: TimerPairs, event_ops: list[OpCheck]) -> list[str]:

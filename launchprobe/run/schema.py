@@ -445,6 +445,8 @@ GAP_DISAGREE = "disagree"
 # the events miss CUPTI's reference, and most of CUPTI's own clean steps later in the pass put the class beyond the
 # bar of that reference: a reference that does not hold to the bar cannot check to it
 GAP_NOT_DECIDED = "not decided"
+# KernelPass.checks_verdict (analysis/sampled.py, checks_verdict)
+CHECKS_AGREE, CHECKS_DISAGREE, CHECKS_NOT_DECIDED = "agree", "disagree", "not decided"
 
 
 class KernelPass(Record, kw_only=True):
@@ -519,6 +521,13 @@ class KernelPass(Record, kw_only=True):
     gaps: GapStats | None = None
     gaps_corrected: GapStats | None = None
     cupti_check: CuptiCheck | None = None
+    # sampled passes with a CUPTI check (None in older files): every op class against CUPTI by the better reading
+    # (TimerPairs.with_events_ops_agree where the timer pairs judged, else CuptiCheck.ops_agree), whether that check
+    # was made (not where CUPTI is not trusted op for op), and the verdict over the budget, the gap total, busy and
+    # that check: "agree" | "disagree" | "not decided" (analysis/sampled.py, checks_verdict)
+    every_class_agrees: bool | None = None
+    every_class_checked: bool | None = None
+    checks_verdict: str | None = None
 
     @property
     def busy_intervals(self) -> list[tuple[int, int]]:
