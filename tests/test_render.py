@@ -397,6 +397,7 @@ def test_kernel_pass_sections() -> None:
     full_pass_.cupti_capture_check.classes[0].op = missed.op
     capture = plain_output(run, width=400)
     assert f"{missed.op} -1.05 us (32); the step +0.20 +/- 5.00 us (without CUPTI)" in capture
+    assert "moved the clean step" not in capture  # within two of its errors: no clause beside the gap total
     assert f"{missed.op} +1.30 us (CUPTI's gap -1.05 us in a second capture)" in capture
     missed.gap_verdict = "agree across captures"  # within the bar of the second capture's value
     across = plain_output(run, width=400)
@@ -657,6 +658,21 @@ def _pass_lines(text: str, mode: str) -> list[str]:
     first = next(i for i, line in enumerate(body) if line.strip().startswith("picture:"))
     end = next((i for i in range(first, len(body)) if not body[i].strip()), len(body))
     return [line.strip() for line in body[first:end]]
+
+
+def test_gap_total_line_gives_the_step_a_second_capture_moved_beyond_its_errors() -> None:
+    run = runs.classify_run()
+    pw = next(r.kernel_pass for r in run.sorted_results() if r.mode == "piecewise" and r.kernel_pass is not None)
+    pw.cupti_capture_check = CaptureCheck(classes=[], step_shift_ns=14_100.0, step_shift_error_ns=1_100.0)
+    line = next(x for x in _pass_lines(plain_output(run, width=900), "piecewise") if x.startswith("check, gap total"))
+    assert line.endswith(
+        ": AGREE (a second capture of the clean graphs moved the clean step +14.1 +/- 1.1 us; the picture is stitched "
+        "from the variants' own captures)"
+    )
+    pw.cupti_capture_check.step_shift_ns = -2_000.0  # within two of its errors: nothing said
+    assert "moved the clean step" not in plain_output(run, width=900)
+    pw.cupti_capture_check.step_shift_error_ns = None  # files before the error: nothing said either
+    assert "moved the clean step" not in plain_output(run, width=900)
 
 
 def test_kernel_pass_checks_line_comes_second_with_the_overall_verdict() -> None:

@@ -826,6 +826,23 @@ def _noise_overlap_clause(check: CuptiCheck) -> str:
     return clause
 
 
+def _capture_step_clause(capture: CaptureCheck | None) -> str:
+    """Beside the gap total in graph modes: how far a second capture of the clean graphs moved the clean step, where
+    it moved beyond two of its errors. The clean reference is one capture and the picture is stitched from the
+    variants' own captures; in the 12 piecewise passes of 2026-12-04 02:39 on the H200 the stitched total's
+    difference from clean had this shift's sign every time, at 1.2-5.6 times its size (docs/performance.md). It
+    explains a difference and changes no verdict."""
+    if capture is None or capture.step_shift_ns is None or capture.step_shift_error_ns is None:
+        return ""
+    shift, error = capture.step_shift_ns, capture.step_shift_error_ns
+    if abs(shift) <= 2 * error:
+        return ""
+    return (
+        f" (a second capture of the clean graphs moved the clean step {shift / 1e3:+.1f} +/- {error / 1e3:.1f} us; "
+        "the picture is stitched from the variants' own captures)"
+    )
+
+
 def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
     check = kp.cupti_check
     if check is None:
@@ -858,6 +875,7 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
             if check.total_gap_agrees is None and noise is not None
             else ""
         )
+        + _capture_step_clause(kp.cupti_capture_check)
     )
     if check.events_idle_ns is not None:
         lines.append(
