@@ -265,6 +265,13 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert kinds[mode] <= seen <= kinds[mode] | {"host-host"}
     assert all(lag.pairs > 0 and lag.lag_ns_median == 0 for lag in result.event_lags)
     # graph modes: a second capture of the clean graphs, which in the fake replays exactly as the first
+    # the variants' own captures against the clean one, away from their events: the fake's are alike
+    fresh = result.cupti_fresh_captures
+    if mode == "eager":
+        assert fresh is None  # no graph piece to capture afresh
+    else:
+        assert fresh is not None and fresh.positions > 0 and fresh.gap_sum_ns == 0
+        assert all(c.shift_ns == 0 and c.count > 0 for c in fresh.classes)
     capture = result.cupti_capture_check
     if mode == "eager":
         assert capture is None

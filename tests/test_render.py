@@ -23,6 +23,8 @@ from launchprobe.run.schema import (
     CaptureCheck,
     CaptureShift,
     EventLag,
+    FreshCaptureClass,
+    FreshCaptures,
     IdleStretch,
     Run,
     StartShift,
@@ -673,6 +675,24 @@ def test_gap_total_line_gives_the_step_a_second_capture_moved_beyond_its_errors(
     assert "moved the clean step" not in plain_output(run, width=900)
     pw.cupti_capture_check.step_shift_error_ns = None  # files before the error: nothing said either
     assert "moved the clean step" not in plain_output(run, width=900)
+
+
+def test_fresh_capture_line_names_the_classes_a_fresh_capture_moves() -> None:
+    run = runs.classify_run()
+    pw = next(r.kernel_pass for r in run.sorted_results() if r.mode == "piecewise" and r.kernel_pass is not None)
+    assert "variants' own captures" not in plain_output(run, width=900)  # files before the field: no line
+    pw.cupti_fresh_captures = FreshCaptures(
+        positions=255,
+        gap_sum_ns=-27_012.0,
+        classes=[
+            FreshCaptureClass(op="o_proj", count=32, shift_ns=-950.0, sum_ns=-29_800.0),
+            FreshCaptureClass(op="qkv", count=31, shift_ns=10.0, sum_ns=400.0),
+        ],
+    )
+    line = next(x for x in _pass_lines(plain_output(run, width=900), "piecewise") if "variants' own captures" in x)
+    assert ": o_proj -0.95 (32); summed over 255 positions -27.0 us." in line and "qkv" not in line
+    pw.cupti_fresh_captures.classes = pw.cupti_fresh_captures.classes[1:]
+    assert "no class moved 0.2 us or more; summed over 255" in plain_output(run, width=900)
 
 
 def test_kernel_pass_checks_line_comes_second_with_the_overall_verdict() -> None:

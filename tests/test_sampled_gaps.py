@@ -48,6 +48,7 @@ from launchprobe.analysis.sampled import (
     event_lags,
     extra_rounds,
     first_difference,
+    fresh_capture_shifts,
     gap_total_steps_to_decide,
     gap_total_verdict,
     group_ops,
@@ -1707,3 +1708,38 @@ def test_the_verdict_over_a_passs_checks_fails_on_any_no_and_waits_on_any_undeci
     # a class check not made (CUPTI's own step beyond 5% of clean) is no part of it, whatever it holds
     assert checks_verdict(True, True, True, False, class_check_made=False) == "agree"
     assert checks_verdict(True, True, None, None, class_check_made=False) == "not decided"
+
+
+def test_fresh_capture_shifts_read_the_variants_own_captures_away_from_their_events() -> None:
+    # 12 ops: 0-4 one graph piece, 5 host-launched, 6-11 another piece; each step's ops 1 us long, 500 ns apart
+    names = ["a", "b", "c", "d", "e", "attn", "o", "p", "q", "r", "s", "t"]
+    hosted = [i == 5 for i in range(12)]
+    segment_of = [0] * 5 + [1] + [2] * 6
+    plan = Plan(12, 6, [[], [7, 11], [0, 1], [5, 9]], ["plain", "far", "solo", "near"], 4)
+    clean = [500.0] * 12
+
+    def step(shift_at: dict[int, int]) -> list[tuple[int, int]]:
+        out, t = [], 0
+        for i in range(12):
+            t += 500 + shift_at.get(i, 0)
+            out.append((t, t + 1_000))
+            t += 1_000
+        return out
+
+    # in its fresh capture of the second piece, the gap into "o" (op 6, after the host-launched op) reads 900 ns
+    # lower, and the gap before "q" (op 8, right after variant 1's event after op 7) 5 us higher
+    far = [step({6: -900, 8: 5_000}) for _ in range(5)]
+    out = fresh_capture_shifts(plan, names, hosted, segment_of, clean, {0: [step({})] * 3, 1: far, 2: [step({})]})
+    # a position p counts with no event after ops p - 2 .. p + 1: variant 1 (events after 7 and 11) leaves none in
+    # its piece; the solo variant 2 (after 0 and 1) recaptured the first piece and leaves op 4 ("e") clear
+    assert out is not None and out["positions"] == 1
+    assert out["classes"] == [{"op": "e", "count": 1, "shift_ns": 0.0, "sum_ns": 0.0}]
+    plan.variants[1] = [9]  # an event after op 9 alone leaves ops 6 and 7 clear, the rest of the piece near it
+    out = fresh_capture_shifts(plan, names, hosted, segment_of, clean, {1: far})
+    assert out is not None
+    assert {c["op"]: c["shift_ns"] for c in out["classes"]} == {"o": -900.0, "p": 0.0} and out["gap_sum_ns"] == -900
+    # the plain, head and piece variants replay the clean runner's graphs: nothing of theirs is read
+    plan.roles[1] = "piece"
+    assert fresh_capture_shifts(plan, names, hosted, segment_of, clean, {1: far}) is None
+    with pytest.raises(ValueError, match="one host flag"):
+        fresh_capture_shifts(plan, names, hosted[:5], segment_of, clean, {})

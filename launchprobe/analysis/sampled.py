@@ -1049,6 +1049,71 @@ def start_shifts(
     return per_op, rows
 
 
+FRESH_CAPTURE_CLEAR = (-2, -1, 0, 1)  # a position p counts where no event follows ops p - 2 .. p + 1
+_REPLAYS_CLEAN = ("plain", "head", "wrap_head", "piece", "dense")  # roles recapturing no piece (or all of them)
+
+
+def fresh_capture_shifts(
+    plan: Plan,
+    names: Sequence[str],
+    host_launched: Sequence[bool],
+    segment_of: Sequence[int],
+    clean_gaps_ns: Sequence[float],
+    op_intervals: Mapping[int, Sequence[Sequence[tuple[int, int]]]],
+) -> dict[str, Any] | None:
+    """CUPTI's gap before each op in the variants' own captures, away from their events, less in the clean runner's.
+
+    A variant captures afresh every graph piece that holds an op it times and replays the clean runner's graphs
+    elsewhere (``measure/kernel_pass.py``, ``_marked_runner``). At a graphed op p of such a piece with no event
+    after ops p - 2 .. p + 1, CUPTI's gap is the fresh capture's, with no event near it. Per op, the median of that
+    gap over the variant steps of the CUPTI cycle (``op_intervals``: per variant, per step, each op's (start, end))
+    less CUPTI's clean gap (``CuptiReference.op_gap_ns``). The picture is stitched from such captures, the clean
+    reference is one capture: on the H200 (8B piecewise b1, 2026-12-04 02:53) the gap into each piece after the
+    eager attention read 0.95 us lower in the fresh captures, 30 us over a step, and nothing inside the pieces
+    moved (docs/performance.md). A diagnostic: it changes no reading and no verdict.
+
+    Returns {positions, gap_sum_ns (the per-op differences summed), classes: [{op, count, shift_ns (median over
+    its positions), sum_ns}]}, or None where no position qualifies (eager; no CUPTI cycle)."""
+    n = len(names)
+    if not (len(host_launched) == len(segment_of) == len(clean_gaps_ns) == n):
+        raise ValueError("one host flag, segment and clean gap per op")
+    samples: list[list[int]] = [[] for _ in range(n)]
+    for v, steps in op_intervals.items():
+        if not 0 <= v < len(plan.roles) or plan.roles[v] in _REPLAYS_CLEAN:
+            continue
+        marked = set(plan.variants[v])
+        fresh = {segment_of[i] for i in marked if 0 <= i < n and not host_launched[i]}
+        clear = [
+            p
+            for p in range(1, n)
+            if not host_launched[p] and segment_of[p] in fresh and not marked & {p + d for d in FRESH_CAPTURE_CLEAR}
+        ]
+        for step in steps:
+            if len(step) == n and clear:
+                gaps = gaps_within_step(step)
+                for p in clear:
+                    samples[p].append(gaps[p])
+    shifts = {p: float(statistics.median(x)) - float(clean_gaps_ns[p]) for p, x in enumerate(samples) if x}
+    if not shifts:
+        return None
+    by_class: dict[str, list[float]] = {}
+    for p, shift in shifts.items():
+        by_class.setdefault(names[p], []).append(shift)
+    return {
+        "positions": len(shifts),
+        "gap_sum_ns": round(sum(shifts.values()), 1),
+        "classes": [
+            {
+                "op": name,
+                "count": len(values),
+                "shift_ns": float(statistics.median(values)),
+                "sum_ns": round(sum(values), 1),
+            }
+            for name, values in by_class.items()
+        ],  # fmt: skip
+    }
+
+
 def start_biases(names: Sequence[str], per_op: Sequence[int | None]) -> list[int | None]:
     """Per op, its start shift less its predecessor's (``start_shifts``): what the two put into the gap before it."""
     if len(per_op) != len(names):

@@ -767,6 +767,9 @@ def kernel_pass(
                 _, starts = sampled.start_shifts(plan, names, ref.op_gap_ns, seen_ops)
                 result["cupti_start_shifts"] = starts
                 start_bias = {row["op"]: row["bias_ns"] for row in starts}
+                result["cupti_fresh_captures"] = sampled.fresh_capture_shifts(
+                    plan, names, hosted, segment_of, ref.op_gap_ns, seen_ops
+                )
     try:
         if checked.refusal is not None:
             raise sampled.StitchRefused(checked.refusal)

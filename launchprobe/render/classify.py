@@ -30,6 +30,7 @@ from launchprobe.run.schema import (
     ClassifyResult,
     ClassifyRun,
     CuptiCheck,
+    FreshCaptures,
     GapStats,
     KernelPass,
     Memory,
@@ -421,6 +422,8 @@ def _kernel_pass_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str
         lines.append(_start_shift_line(kp.cupti_start_shifts))
     if kp.cupti_capture_check is not None:
         lines.append(_capture_line(kp.cupti_capture_check))
+    if kp.cupti_fresh_captures is not None:
+        lines.append(_fresh_capture_line(kp.cupti_fresh_captures))
     if kp.timer_pairs is not None:
         event_ops = kp.cupti_check.ops if kp.cupti_check is not None else []
         lines.append(_timer_pairs_line(kp.timer_pairs, event_ops, [r.op for r in kp.kernels or []]))
@@ -646,6 +649,18 @@ def _effect_clause(check: OpCheck) -> str:
 def _capture_moved(shift: CaptureShift) -> bool:
     """Whether a second capture moved CUPTI's gap for the class (files before ``moved``: beyond the bar)."""
     return shift.moved if shift.moved is not None else shift.beyond_bar
+
+
+def _fresh_capture_line(fresh: FreshCaptures) -> str:
+    """CUPTI's gaps in the variants' own captures, away from their events, against the clean capture: the classes
+    moved by ``START_SHIFT_SHOWN_NS`` or more, and the sum over every position read."""
+    moved = [c for c in fresh.classes if abs(c.shift_ns) >= START_SHIFT_SHOWN_NS]
+    listed = ", ".join(f"{c.op} {c.shift_ns / 1e3:+.2f} ({c.count})" for c in moved) or "no class moved 0.2 us or more"
+    return (
+        "CUPTI in the variants' own captures (us; the gap at a position with no event near it in a freshly "
+        f"captured piece, less in the clean capture): {listed}; summed over {fresh.positions} positions "
+        f"{fresh.gap_sum_ns / 1e3:+.1f} us. The picture is stitched from such captures; reported, not corrected"
+    )
 
 
 def _capture_line(check: CaptureCheck) -> str:

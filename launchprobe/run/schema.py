@@ -263,6 +263,26 @@ class AnchorEffect(Record, kw_only=True):
     anchors: int
 
 
+class FreshCaptureClass(Record, kw_only=True):
+    """One op class in ``FreshCaptures``: the median over its positions of CUPTI's gap in the variants' fresh
+    captures less in the clean runner's (``shift_ns``), and those differences summed."""
+
+    op: str
+    count: int
+    shift_ns: float
+    sum_ns: float
+
+
+class FreshCaptures(Record, kw_only=True):
+    """Under CUPTI, the gap before each graphed op in the variants' own captures of its piece, where no event sits
+    near it, less in the clean runner's capture (``sampled.fresh_capture_shifts``): what the captures the picture is
+    stitched from do to the gaps, beside the one capture the clean reference is. A diagnostic."""
+
+    positions: int
+    gap_sum_ns: float
+    classes: list[FreshCaptureClass]
+
+
 class StartShift(Record, kw_only=True):
     """Under CUPTI, how much sooner an op of one class starts in the steps that time its end than in the clean
     steps (``shift_ns``, negative: sooner), and what that puts into the class's gap as the pairs read it: its own
@@ -499,6 +519,8 @@ class KernelPass(Record, kw_only=True):
     # under CUPTI, per class, how an event after an op moves its start, and what that puts into the class's gap
     # (a diagnostic: the events cannot see it, and taking it from CUPTI would put CUPTI's gap into the reading)
     cupti_start_shifts: list[StartShift] | None = None
+    # graph modes with a CUPTI cycle (null in eager and older files): the variants' fresh captures against the clean one
+    cupti_fresh_captures: FreshCaptures | None = None
     # graph modes: CUPTI's per-class gaps in a second capture of the clean graphs less in the first; a class it moves
     # is also checked against the second capture (OpCheck.gap_verdict "agree across captures")
     cupti_capture_check: CaptureCheck | None = None
