@@ -294,6 +294,7 @@ def summarise(
         "anchor_effects": {e.op: e.effect_ns for e in kp.cupti_anchor_effects or []},
         "start_shifts": {e.op: e.shift_ns for e in kp.cupti_start_shifts or [] if abs(e.shift_ns) >= 200},
         "capture_shifts": capture_shifts(kp),
+        "fresh_captures": fresh_captures(kp),
         **timer_summary(kp),
     }  # fmt: skip
     if check is not None and check.available:
@@ -427,6 +428,17 @@ def capture_shifts(kp: Any) -> dict[str, float]:
     return out
 
 
+def fresh_captures(kp: Any) -> dict[str, float]:
+    """CUPTI's gaps in the variants' own captures less the clean capture's (``cupti_fresh_captures``), as ns per
+    class moved 0.2 us or more, and their sum over the positions read ("sum")."""
+    fresh = kp.cupti_fresh_captures
+    if fresh is None:
+        return {}
+    out = {c.op: c.shift_ns for c in fresh.classes if abs(c.shift_ns) >= 200}
+    out["sum"] = fresh.gap_sum_ns
+    return out
+
+
 def yes(value: Any) -> str:
     return "-" if value is None else "yes" if value else "NO"
 
@@ -554,6 +566,12 @@ def table(cells: list[dict[str, Any]]) -> str:
         rows.append(
             "CUPTI across two captures of the clean graphs (us, the second's gap less the first's, classes beyond the "
             f"bar; 'step': the second's step less the first's without CUPTI): {captures}"
+        )
+    if fresh := per_cell("fresh_captures"):
+        rows.append(
+            "CUPTI in the variants' own captures (us, the gap at a position with no event near it in a freshly "
+            "captured piece less the clean capture's, classes moved 0.2 us or more; 'sum': over all positions): "
+            + fresh
         )
     if anchors := per_cell("anchor_effects"):
         rows.append(

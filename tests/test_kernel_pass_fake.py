@@ -550,3 +550,8 @@ def test_the_benchs_cell_line_gives_cuptis_own_gap_total_beside_the_clean_one() 
     )
     del cell["checks_verdict"]
     assert "the pass's verdict over its checks" not in bench.table([cell])
+    # and what the variants' own captures did to CUPTI's gaps, beside the second capture's step
+    cell.update(fresh_captures={"o_proj": -950.0, "sum": -27_012.0}, capture_shifts={"step": 2_129.0})
+    text = bench.table([cell])
+    assert "'sum': over all positions): llama-3-8b piecewise b1: o_proj -0.95, sum -27.01" in text
+    assert "llama-3-8b piecewise b1: step +2.13" in text
