@@ -555,3 +555,27 @@ def test_the_benchs_cell_line_gives_cuptis_own_gap_total_beside_the_clean_one() 
     text = bench.table([cell])
     assert "'sum': over all positions): llama-3-8b piecewise b1: o_proj -0.95, sum -27.01" in text
     assert "llama-3-8b piecewise b1: step +2.13" in text
+
+
+def test_the_stored_checks_take_every_class_by_the_better_reading() -> None:
+    check = {"available": True, "cupti_trusted": True, "ops": [{"op": "qkv"}], "ops_agree": False,
+             "total_gap_agrees": True, "busy_agrees": True}  # fmt: skip
+    result: dict[str, Any] = {"cupti_check": check, "overhead_within_budget": True}
+    # no timer pairs: the events' verdict
+    assert kernel_pass._checks(result) == {
+        "every_class_agrees": False, "every_class_checked": True, "checks_verdict": "disagree"
+    }  # fmt: skip
+    # timer pairs that judged every class with the events' help: theirs, whatever the events alone said
+    result["timer_pairs"] = {"classes_from_events": ["embed"], "with_events_ops_agree": True}
+    assert kernel_pass._checks(result)["checks_verdict"] == "agree"
+    # timer pairs without that verdict (files before it, or none taken from the events): the events' again
+    result["timer_pairs"] = {"classes_from_events": None, "with_events_ops_agree": True}
+    assert kernel_pass._checks(result)["every_class_agrees"] is False
+    # CUPTI not trusted op for op: no class check is made, and the rest decides
+    check.update(cupti_trusted=False, ops_agree=None)
+    del result["timer_pairs"]
+    assert kernel_pass._checks(result) == {
+        "every_class_agrees": None, "every_class_checked": False, "checks_verdict": "agree"
+    }  # fmt: skip
+    check["total_gap_agrees"] = None
+    assert kernel_pass._checks(result)["checks_verdict"] == "not decided"
