@@ -693,6 +693,11 @@ def test_fresh_capture_line_names_the_classes_a_fresh_capture_moves() -> None:
     assert ": o_proj -0.95 (32); summed over 255 positions -27.0 us." in line and "qkv" not in line
     pw.cupti_fresh_captures.classes = pw.cupti_fresh_captures.classes[1:]
     assert "no class moved 0.2 us or more; summed over 255" in plain_output(run, width=900)
+    # beside a class that misses CUPTI's clean gap, what the variants' own captures do to it, and the miss against it
+    pw.cupti_fresh_captures.classes.append(FreshCaptureClass(op="attention", count=32, shift_ns=1_100.0, sum_ns=0.0))
+    assert (
+        "DISAGREE (attention +1.40 us (the variants' own captures move CUPTI's gap +1.10 us; +0.30 against that))"
+    ) in plain_output(run, width=900)
 
 
 def test_kernel_pass_checks_line_comes_second_with_the_overall_verdict() -> None:

@@ -909,11 +909,19 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
         bad = [o for o in check.ops if not o.gap_agrees]
         captured = kp.cupti_capture_check
         moves = {c.op: c.shift_ns for c in captured.classes if _capture_moved(c)} if captured is not None else {}
+        fresh = kp.cupti_fresh_captures.classes if kp.cupti_fresh_captures is not None else []
+        fresh_moves = {c.op: c.shift_ns for c in fresh if abs(c.shift_ns) >= START_SHIFT_SHOWN_NS}
         detail = ", ".join(
             f"{o.op} {o.gap_diff_ns / 1e3:+.2f} us"
             + (" (like for like ok)" if o.gap_verdict == GAP_AGREE_LIKE_FOR_LIKE else "")
             + (f" (CUPTI's gap {moves[o.op] / 1e3:+.2f} us in a second capture)" if o.op in moves else "")
             + (" (ok against it)" if o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES else "")
+            + (
+                f" (the variants' own captures move CUPTI's gap {fresh_moves[o.op] / 1e3:+.2f} us; "
+                f"{(o.gap_diff_ns - fresh_moves[o.op]) / 1e3:+.2f} against that)"
+                if o.op in fresh_moves
+                else ""
+            )
             + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")
             + _boundary_clause(o)
             + _effect_clause(o)
