@@ -272,6 +272,10 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     else:
         assert fresh is not None and fresh.positions > 0 and fresh.gap_sum_ns == 0
         assert all(c.shift_ns == 0 and c.count > 0 for c in fresh.classes)
+        # beside each class the captures read, the events' gap against CUPTI's plus that shift (the fake: 0)
+        fresh_ops = {c.op for c in fresh.classes}
+        assert all(o.gap_fresh_capture_diff_ns == o.gap_diff_ns for o in check.ops if o.op in fresh_ops)
+        assert all(o.gap_fresh_capture_diff_ns is None for o in check.ops if o.op not in fresh_ops)
     capture = result.cupti_capture_check
     if mode == "eager":
         assert capture is None

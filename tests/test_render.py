@@ -695,6 +695,10 @@ def test_fresh_capture_line_names_the_classes_a_fresh_capture_moves() -> None:
     assert "no class moved 0.2 us or more; summed over 255" in plain_output(run, width=900)
     # beside a class that misses CUPTI's clean gap, what the variants' own captures do to it, and the miss against it
     pw.cupti_fresh_captures.classes.append(FreshCaptureClass(op="attention", count=32, shift_ns=1_100.0, sum_ns=0.0))
+    assert pw.cupti_check is not None and pw.cupti_check.ops
+    attention = next(o for o in pw.cupti_check.ops if o.op == "attention")
+    assert "own captures move CUPTI's gap" not in plain_output(run, width=900)  # the producer's difference: absent
+    attention.gap_fresh_capture_diff_ns = 300.0  # the producer's: the events' +1.40 less the captures' +1.10
     assert (
         "DISAGREE (attention +1.40 us (the variants' own captures move CUPTI's gap +1.10 us; +0.30 against that))"
     ) in plain_output(run, width=900)

@@ -1050,7 +1050,6 @@ def start_shifts(
 
 
 FRESH_CAPTURE_CLEAR = (-2, -1, 0, 1)  # a position p counts where no event follows ops p - 2 .. p + 1
-_REPLAYS_CLEAN = ("plain", "head", "wrap_head", "piece", "dense")  # roles recapturing no piece (or all of them)
 
 
 def fresh_capture_shifts(
@@ -1078,8 +1077,9 @@ def fresh_capture_shifts(
     if not (len(host_launched) == len(segment_of) == len(clean_gaps_ns) == n):
         raise ValueError("one host flag, segment and clean gap per op")
     samples: list[list[int]] = [[] for _ in range(n)]
+    replay_clean = plan.after_replay  # their pieces are the clean runner's (a dense variant leaves no clear position)
     for v, steps in op_intervals.items():
-        if not 0 <= v < len(plan.roles) or plan.roles[v] in _REPLAYS_CLEAN:
+        if not 0 <= v < len(plan.roles) or v in replay_clean:
             continue
         marked = set(plan.variants[v])
         fresh = {segment_of[i] for i in marked if 0 <= i < n and not host_launched[i]}
@@ -1110,7 +1110,7 @@ def fresh_capture_shifts(
                 "sum_ns": round(sum(values), 1),
             }
             for name, values in by_class.items()
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -2017,6 +2017,12 @@ def summarise(stitched: Stitched, step_ns: float) -> dict[str, Any]:
         "ops": aggregate_ops(stitched.rows, step_ns),
         "gaps": gap_distribution([r["gap_before_ns"] for r in stitched.rows]),
     }
+
+
+def class_check_made(every_class_agrees: bool | None, cupti_trusted: bool | None, ops_checked: bool) -> bool:
+    """Whether the every-class check against CUPTI was made: it has a verdict, or CUPTI is trusted op for op and
+    classes were checked (``checks_verdict``)."""
+    return every_class_agrees is not None or (cupti_trusted is not False and ops_checked)
 
 
 def checks_verdict(

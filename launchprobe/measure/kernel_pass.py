@@ -817,6 +817,7 @@ def kernel_pass(
                 picture, clean_ns, ref, under, result["host_steady"], captured,
                 head_effect=head, start_bias=start_bias, piece_effects=piece, cycle_clean=later, boundary=lag,
             )  # fmt: skip
+            _add_fresh_capture_diffs(result["cupti_check"], result.get("cupti_fresh_captures"))
     elif cupti and checked.reference is None:
         result["cupti_check"] = {"available": False, "note": checked.note}
     del variants
@@ -834,6 +835,15 @@ def kernel_pass(
     return msgspec.convert(_plain(result), KernelPass)
 
 
+def _add_fresh_capture_diffs(check: dict[str, Any], fresh: Mapping[str, Any] | None) -> None:
+    """Per op class of the op check that the variants' own captures read: the events' gap less CUPTI's clean one
+    plus what those captures do to it (``OpCheck.gap_fresh_capture_diff_ns``, a diagnostic beside the verdict)."""
+    shifts = {c["op"]: c["shift_ns"] for c in (fresh or {}).get("classes", [])}
+    for op in check.get("ops") or []:
+        if op["op"] in shifts:
+            op["gap_fresh_capture_diff_ns"] = op["gap_diff_ns"] - shifts[op["op"]]
+
+
 def _checks(result: Mapping[str, Any]) -> dict[str, Any]:
     """The every-class verdict by the better reading (the timer pairs' where they read a class, the events'
     elsewhere; the events' alone without timer pairs), whether that check was made, and the verdict over the
@@ -843,7 +853,7 @@ def _checks(result: Mapping[str, Any]) -> dict[str, Any]:
         every = timers.get("with_events_ops_agree")
     else:
         every = check.get("ops_agree")
-    made = every is not None or (check.get("cupti_trusted") is not False and bool(check.get("ops")))
+    made = sampled.class_check_made(every, check.get("cupti_trusted"), bool(check.get("ops")))
     return {
         "every_class_agrees": every,
         "every_class_checked": made,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from launchprobe.analysis.sampled import checks_verdict
+from launchprobe.analysis.sampled import checks_verdict, class_check_made
 from launchprobe.render import common
 from launchprobe.render import values as v
 from launchprobe.render.model import Block, Lines, Report, Strip, Strips, Table
@@ -468,7 +468,7 @@ def _verdicts_line(kp: KernelPass) -> str | None:
     if kp.checks_verdict is not None:  # stored by the producer; older files: derived here as it derives them
         every, made = kp.every_class_agrees, bool(kp.every_class_checked)
     else:
-        made = every is not None or (check.cupti_trusted is not False and bool(check.ops))
+        made = class_check_made(every, check.cupti_trusted, bool(check.ops))
     if made:
         parts.append(
             f"every op class vs CUPTI ({by}): {word[every]}" + (f" ({', '.join(misses[:4])})" if misses else "")
@@ -918,8 +918,8 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
             + (" (ok against it)" if o.gap_verdict == GAP_AGREE_ACROSS_CAPTURES else "")
             + (
                 f" (the variants' own captures move CUPTI's gap {fresh_moves[o.op] / 1e3:+.2f} us; "
-                f"{(o.gap_diff_ns - fresh_moves[o.op]) / 1e3:+.2f} against that)"
-                if o.op in fresh_moves
+                f"{o.gap_fresh_capture_diff_ns / 1e3:+.2f} against that)"
+                if o.op in fresh_moves and o.gap_fresh_capture_diff_ns is not None
                 else ""
             )
             + (f" (start bias {o.start_bias_ns / 1e3:+.2f})" if o.start_bias_ns is not None else "")

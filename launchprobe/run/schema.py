@@ -234,6 +234,9 @@ class OpCheck(Record, kw_only=True):
     # what an event after an op does to where it starts, in this class's gap (CUPTI's StartShift.bias_ns): the
     # events cannot see a start, so their reading carries it; reported beside the verdict, applied to nothing
     start_bias_ns: float | None = None
+    # the events' gap less CUPTI's clean one plus what the variants' own captures do to it (FreshCaptureClass.shift_ns),
+    # where they read the class: a diagnostic beside the verdict (null in eager and older files)
+    gap_fresh_capture_diff_ns: float | None = None
     # op 0's class, under CUPTI (sampled.boundary_lag): how much longer the boundary event lagged the previous step's
     # last kernel than the events' end event lagged the opening op; part of CUPTI's gap between steps the events
     # cannot see; a diagnostic, like the above
