@@ -295,6 +295,7 @@ def summarise(
         "start_shifts": {e.op: e.shift_ns for e in kp.cupti_start_shifts or [] if abs(e.shift_ns) >= 200},
         "capture_shifts": capture_shifts(kp),
         "fresh_captures": fresh_captures(kp),
+        "gap_total_parts": gap_total_parts(kp),
         **timer_summary(kp),
     }  # fmt: skip
     if check is not None and check.available:
@@ -439,6 +440,22 @@ def fresh_captures(kp: Any) -> dict[str, float]:
     return out
 
 
+def gap_total_parts(kp: Any) -> dict[str, float]:
+    """The gap total's difference from clean in its parts (``CuptiCheck.gap_total_by_class``), ns: each class's
+    stitched gaps less CUPTI's, moved 5 us or more, the other classes together ("rest"), a kept tail ("tail") and
+    CUPTI's gaps less the clean step's ("CUPTI")."""
+    check = kp.cupti_check
+    if check is None or not check.gap_total_by_class or check.cupti_gap_sum_ns is None:
+        return {}
+    diffs = {c.op: c.stitched_ns - c.cupti_ns for c in check.gap_total_by_class}
+    out = {op: d for op, d in sorted(diffs.items(), key=lambda x: -abs(x[1])) if abs(d) >= 5_000}
+    out["rest"] = sum(d for op, d in diffs.items() if op not in out)
+    if kp.tail_ns and kp.density == "sampled":  # a dense plan's tail is in op 0's gap
+        out["tail"] = float(kp.tail_ns)
+    out["CUPTI"] = check.cupti_gap_sum_ns - check.clean_gap_total_ns
+    return out
+
+
 def yes(value: Any) -> str:
     return "-" if value is None else "yes" if value else "NO"
 
@@ -572,6 +589,12 @@ def table(cells: list[dict[str, Any]]) -> str:
             "CUPTI in the variants' own captures (us, the gap at a position with no event near it in a freshly "
             "captured piece less the clean capture's, classes moved 0.2 us or more; 'sum': over all positions): "
             + fresh
+        )
+    if parts := per_cell("gap_total_parts"):
+        rows.append(
+            "the gap total's difference from clean in parts (us: by class the stitched gaps less CUPTI's clean ones, "
+            "classes 5 us or more; 'rest': the other classes; 'tail': a kept tail; 'CUPTI': CUPTI's gaps less the "
+            f"clean step's): {parts}"
         )
     if anchors := per_cell("anchor_effects"):
         rows.append(

@@ -227,6 +227,11 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert abs(check.busy_noise_overlap_ns) < 0.01 * check.cupti_op_busy_ns
     assert check.ops and check.ops_agree, [(o.op, o.gap_diff_ns) for o in check.ops if not o.gap_agrees]
     assert check.agrees
+    # the gap total's difference from clean in its parts: by class, a kept tail and what CUPTI's steps add
+    parts = sum(c.stitched_ns - c.cupti_ns for c in check.gap_total_by_class) + result.tail_ns
+    assert check.cupti_gap_sum_ns is not None and check.clean_gap_total_ns is not None
+    assert parts + check.cupti_gap_sum_ns - check.clean_gap_total_ns == pytest.approx(check.total_gap_diff_ns)
+    assert [c.op for c in check.gap_total_by_class] == list(dict.fromkeys(r.op for r in result.kernels))
     # the producer stores every class by the better reading and the verdict over the checks, as the report gives them
     timers = result.timer_pairs
     better = timers.with_events_ops_agree if timers is not None and timers.classes_from_events is not None else None

@@ -22,6 +22,7 @@ from launchprobe.run.schema import (
     AnchorEffect,
     CaptureCheck,
     CaptureShift,
+    ClassGapTotal,
     EventLag,
     FreshCaptureClass,
     FreshCaptures,
@@ -399,7 +400,7 @@ def test_kernel_pass_sections() -> None:
     full_pass_.cupti_capture_check.classes[0].op = missed.op
     capture = plain_output(run, width=400)
     assert f"{missed.op} -1.05 us (32); the step +0.20 +/- 5.00 us (without CUPTI)" in capture
-    assert "moved the clean step" not in capture  # within two of its errors: no clause beside the gap total
+    assert "ran the clean step" not in capture  # within two of its errors: no clause beside the gap total
     assert f"{missed.op} +1.30 us (CUPTI's gap -1.05 us in a second capture)" in capture
     missed.gap_verdict = "agree across captures"  # within the bar of the second capture's value
     across = plain_output(run, width=400)
@@ -668,13 +669,34 @@ def test_gap_total_line_gives_the_step_a_second_capture_moved_beyond_its_errors(
     pw.cupti_capture_check = CaptureCheck(classes=[], step_shift_ns=14_100.0, step_shift_error_ns=1_100.0)
     line = next(x for x in _pass_lines(plain_output(run, width=900), "piecewise") if x.startswith("check, gap total"))
     assert line.endswith(
-        ": AGREE (a second capture of the clean graphs moved the clean step +14.1 +/- 1.1 us; the picture is stitched "
-        "from the variants' own captures)"
+        ": AGREE (a second capture of the clean graphs, made after the variants', ran the clean step +14.1 +/- 1.1 us)"
     )
     pw.cupti_capture_check.step_shift_ns = -2_000.0  # within two of its errors: nothing said
-    assert "moved the clean step" not in plain_output(run, width=900)
+    assert "ran the clean step" not in plain_output(run, width=900)
     pw.cupti_capture_check.step_shift_error_ns = None  # files before the error: nothing said either
-    assert "moved the clean step" not in plain_output(run, width=900)
+    assert "ran the clean step" not in plain_output(run, width=900)
+
+
+def test_gap_total_parts_line_splits_the_difference_into_classes_and_cuptis_steps() -> None:
+    run = runs.classify_run()
+    pw = next(r.kernel_pass for r in run.sorted_results() if r.mode == "piecewise" and r.kernel_pass is not None)
+    assert "gap total, its parts" not in plain_output(run, width=900)  # files before the field: no line
+    check = pw.cupti_check
+    assert check is not None and check.clean_gap_total_ns is not None
+    classes = [("o_proj", 24_100.0), ("silu_mul", -25_500.0), ("down", 21_200.0), ("qkv", 19_100.0), ("rotary", 100.0)]
+    check.gap_total_by_class = [
+        ClassGapTotal(op=op, count=32, stitched_ns=50_000.0 + diff, cupti_ns=50_000.0) for op, diff in classes
+    ]
+    check.cupti_gap_sum_ns = check.clean_gap_total_ns + 34_000.0
+    pw.tail_ns = 0
+    line = next(x for x in _pass_lines(plain_output(run, width=900), "piecewise") if x.startswith("gap total, its"))
+    assert line == (
+        "gap total, its parts (us): stitched less CUPTI's clean gaps by class silu_mul -25.5, o_proj +24.1, "
+        "down +21.2, qkv +19.1, the other classes +0.1; CUPTI's gaps less the clean step's +34.0 (CUPTI's gaps sum "
+        f"to {check.cupti_gap_sum_ns / 1e3:.1f})"
+    )
+    pw.tail_ns = -1_500
+    assert "; a kept tail -1.5; CUPTI's" in plain_output(run, width=900)
 
 
 def test_fresh_capture_line_names_the_classes_a_fresh_capture_moves() -> None:

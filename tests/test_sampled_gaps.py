@@ -49,6 +49,7 @@ from launchprobe.analysis.sampled import (
     extra_rounds,
     first_difference,
     fresh_capture_shifts,
+    gap_total_by_class,
     gap_total_steps_to_decide,
     gap_total_verdict,
     group_ops,
@@ -800,6 +801,30 @@ def test_clean_check_agrees_trusts_and_disagrees() -> None:
     check = clean_check(wrong, 100_000.0, ref)  # type: ignore[arg-type]
     assert not check["total_gap_agrees"] and not check["agrees"] and check["total_gap_tolerance_ns"] == 50_000
     assert not all(o["gap_agrees"] for o in check["ops"])
+
+
+def test_the_gap_total_splits_exactly_into_its_classes_and_cuptis_own_steps() -> None:
+    # CUPTI's clean steps: ops at 10-20, 25-50, 60-70 us of a 100 us step; the clean step without CUPTI is 95 us
+    ops = [(10_000, 20_000), (25_000, 50_000), (60_000, 70_000)]
+    ref = cupti_reference(_reference_steps(100_000, ops, 3), [100_000.0] * 3, [1, 1, 1])
+    # the stitched step reads op 2's gap 3 us longer (classes y, x, y)
+    stitched = _stitched_like([(10_000, 20_000), (25_000, 50_000), (63_000, 73_000)], 103_000)
+    check = clean_check(stitched, 95_000.0, ref)  # type: ignore[arg-type]
+    parts = {c["op"]: c for c in check["gap_total_by_class"]}
+    assert parts["y"] == {"op": "y", "count": 2, "stitched_ns": 40_000 + 13_000, "cupti_ns": 40_000 + 10_000}
+    assert parts["x"] == {"op": "x", "count": 1, "stitched_ns": 5_000, "cupti_ns": 5_000}
+    assert check["cupti_gap_sum_ns"] == 55_000
+    classes = sum(c["stitched_ns"] - c["cupti_ns"] for c in check["gap_total_by_class"])
+    assert classes + check["cupti_gap_sum_ns"] - check["clean_gap_total_ns"] == pytest.approx(
+        check["total_gap_diff_ns"]
+    )  # 3 us at y, 5 us CUPTI adds to the step: the 8 us the total reads over clean
+    assert check["total_gap_diff_ns"] == 8_000
+    # positions that do not match CUPTI's: no parts, and the function itself refuses
+    ungrouped = cupti_reference(_reference_steps(100_000, ops, 3), [100_000.0] * 3, None)
+    check = clean_check(stitched, 95_000.0, ungrouped)  # type: ignore[arg-type]
+    assert check["gap_total_by_class"] == [] and check["cupti_gap_sum_ns"] is None
+    with pytest.raises(ValueError, match="3 stitched positions against 2"):
+        gap_total_by_class(stitched.rows, [1.0, 2.0])  # type: ignore[attr-defined]
 
 
 def test_the_gap_total_is_decided_at_two_of_its_standard_errors() -> None:

@@ -1796,6 +1796,24 @@ def gap_total_verdict(diff_ns: float, tolerance_ns: float, noise_ns: float) -> b
     return True
 
 
+def gap_total_by_class(rows: Sequence[Mapping[str, Any]], cupti_gaps_ns: Sequence[float]) -> list[dict[str, Any]]:
+    """Per op class, in order of first appearance: the stitched gaps summed over its positions and CUPTI's clean
+    per-position median gaps summed over the same positions. Over all classes the stitched sums add to the stitched
+    gap total and CUPTI's to ``sum(cupti_gaps_ns)``, so the gap total's difference from clean splits exactly into
+    each class's difference plus CUPTI's gap sum less the clean step's gap total (what CUPTI adds to the step)."""
+    if len(rows) != len(cupti_gaps_ns):
+        raise ValueError(f"{len(rows)} stitched positions against {len(cupti_gaps_ns)} of CUPTI's")
+    totals: dict[str, dict[str, Any]] = {}
+    for row, cupti in zip(rows, cupti_gaps_ns, strict=True):
+        entry = totals.setdefault(
+            str(row["op"]), {"op": str(row["op"]), "count": 0, "stitched_ns": 0.0, "cupti_ns": 0.0}
+        )
+        entry["count"] += 1
+        entry["stitched_ns"] += float(row["gap_before_ns"])
+        entry["cupti_ns"] += float(cupti)
+    return list(totals.values())
+
+
 def noise_overlap_ns(rows: Sequence[Mapping[str, Any]], draws: int = NOISE_OVERLAP_DRAWS, seed: int = 0) -> float:
     """How much shorter the noise in the stitched gaps reads the union of the stitched ops (busy): from the stitched
     gaps, those negative by less than ``GAP_TOTAL_SIGMAS`` of their standard errors (``gap_noise_ns``) taken as 0
@@ -1919,6 +1937,11 @@ def clean_check(
     tolerance = max(GAP_TOTAL_ABS_NS, GAP_TOTAL_REL * abs(clean_idle))
     gap_diff = stitched.gap_total_ns - clean_gap_total
     busy_rel = abs(stitched.busy_ns - busy_ref) / busy_ref if busy_ref else None
+    by_class = (
+        gap_total_by_class(stitched.rows, ref.op_gap_ns)
+        if ref.op_gap_ns is not None and len(ref.op_gap_ns) == len(stitched.rows)
+        else []
+    )
     overlap = noise_overlap_ns(stitched.rows)
     like = under_cupti.rows if under_cupti is not None else None
     compare = not durations_from_reference
@@ -1991,6 +2014,8 @@ def clean_check(
         "idle_diff_ns": stitched.idle_ns - clean_idle,
         "cupti_total_gap_ns": ref.step_ns - busy_ref,
         "total_gap_diff_ns": gap_diff,
+        "cupti_gap_sum_ns": sum(c["cupti_ns"] for c in by_class) if by_class else None,
+        "gap_total_by_class": by_class,
         "total_gap_tolerance_ns": tolerance,
         "total_gap_noise_ns": round(total_error, 1),
         "total_gap_scatter_ns": scatter,

@@ -841,20 +841,42 @@ def _noise_overlap_clause(check: CuptiCheck) -> str:
     return clause
 
 
+GAP_PARTS_SHOWN = 4  # the classes named in the gap total's parts, by size; the rest summed
+
+
+def _gap_total_parts_line(check: CuptiCheck, tail_ns: int | None) -> str:
+    """Where the stitched gap total parts from clean, exactly: each class's stitched gaps less CUPTI's clean ones at
+    the same positions (the largest named, the rest summed), a kept tail (sampled plans; a dense plan's is in op 0's
+    gap), and CUPTI's gaps less the clean step's (what CUPTI's own steps add)."""
+    if not check.gap_total_by_class or check.cupti_gap_sum_ns is None or check.clean_gap_total_ns is None:
+        return ""
+    diffs = sorted(((c.op, c.stitched_ns - c.cupti_ns) for c in check.gap_total_by_class), key=lambda d: -abs(d[1]))
+    named = ", ".join(f"{op} {diff / 1e3:+.1f}" for op, diff in diffs[:GAP_PARTS_SHOWN])
+    rest = sum(diff for _, diff in diffs[GAP_PARTS_SHOWN:])
+    tail = f"; a kept tail {tail_ns / 1e3:+.1f}" if tail_ns else ""
+    cupti = check.cupti_gap_sum_ns - check.clean_gap_total_ns
+    return (
+        f"gap total, its parts (us): stitched less CUPTI's clean gaps by class {named}"
+        + (f", the other classes {rest / 1e3:+.1f}" if len(diffs) > GAP_PARTS_SHOWN else "")
+        + f"{tail}; CUPTI's gaps less the clean step's {cupti / 1e3:+.1f} (CUPTI's gaps sum to "
+        f"{check.cupti_gap_sum_ns / 1e3:.1f})"
+    )
+
+
 def _capture_step_clause(capture: CaptureCheck | None) -> str:
-    """Beside the gap total in graph modes: how far a second capture of the clean graphs moved the clean step, where
-    it moved beyond two of its errors. The clean reference is one capture and the picture is stitched from the
-    variants' own captures; in the 12 piecewise passes of 2026-12-04 02:39 on the H200 the stitched total's
-    difference from clean had this shift's sign every time, at 1.2-5.6 times its size (docs/performance.md). It
-    explains a difference and changes no verdict."""
+    """Beside the gap total in graph modes: how far the capture check's second capture of the clean graphs (made
+    after the variants) moved the clean step, where beyond two of its errors. In 21 of 22 piecewise passes on the
+    H200 the stitched total's difference from clean had this shift's sign, several times its size, while captures
+    made before the pass ran within 5 us of the first (docs/gaps.md, "What to expect"): a lead beside the total,
+    not an explanation of it; it changes no verdict."""
     if capture is None or capture.step_shift_ns is None or capture.step_shift_error_ns is None:
         return ""
     shift, error = capture.step_shift_ns, capture.step_shift_error_ns
     if abs(shift) <= 2 * error:
         return ""
     return (
-        f" (a second capture of the clean graphs moved the clean step {shift / 1e3:+.1f} +/- {error / 1e3:.1f} us; "
-        "the picture is stitched from the variants' own captures)"
+        f" (a second capture of the clean graphs, made after the variants', ran the clean step "
+        f"{shift / 1e3:+.1f} +/- {error / 1e3:.1f} us)"
     )
 
 
@@ -892,6 +914,9 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
         )
         + _capture_step_clause(kp.cupti_capture_check)
     )
+    parts = _gap_total_parts_line(check, kp.tail_ns if kp.density == "sampled" else None)  # dense: in op 0's gap
+    if parts:
+        lines.append(parts)
     if check.events_idle_ns is not None:
         lines.append(
             f"idle (step less the union of its ops): {v.fixed(check.events_idle_ns, 3, 1e-6)} ms stitched vs "
