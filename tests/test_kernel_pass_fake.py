@@ -588,3 +588,29 @@ def test_the_stored_checks_take_every_class_by_the_better_reading() -> None:
     }  # fmt: skip
     check["total_gap_agrees"] = None
     assert kernel_pass._checks(result)["checks_verdict"] == "not decided"
+
+
+def test_the_capture_spread_lab_tool_times_captures_side_by_side_and_after_a_crowd(fake_cuda: Clock) -> None:
+    import argparse
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("capture_spread_lab", root / "benchmarks/field/capture_spread.py")
+    assert spec is not None and spec.loader is not None
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+
+    ops = fake_ops()
+    clean, clean_ms = clean_runner("piecewise", ops)
+    again = kernel_pass.recapture(clean, None, None)
+    timed = lab.interleaved([clean.run, again.run], rounds=3, block=2, seed=1)
+    # three rounds each; the fake replays every capture alike: one step time for both, about the clean step's
+    assert [len(t) for t in timed] == [3, 3] and len({x for t in timed for x in t}) == 1
+    assert timed[0][0] == pytest.approx(clean_ms, rel=1e-3)
+    args = argparse.Namespace(crowd=4, captures=2, rounds=3, block=2)
+    record = lab.crowded(clean, None, None, [clean.run, again.run], args)
+    assert record["captures"] == 4 and len(record["early"]) == 2 and len(record["late"]) == 2
+    assert {x["median_us"] for x in record["early"] + record["late"]} == {timed[0][0] * 1e3}

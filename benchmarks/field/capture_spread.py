@@ -10,7 +10,10 @@ of their own as the pass's variants are), then:
   - takes each capture's clean steps under CUPTI (``kernel_pass.clean_reference``) grouped into ops: busy, op
     durations summed, and per op class the median gap;
   - runs the pass ``classify --kernels`` runs against the first capture (``classify.run_kernel_pass``);
-  - times the captures again, interleaved, after the pass (did anything drift).
+  - times the captures again, interleaved, after the pass (did anything drift);
+  - with ``--crowd N`` (added after the 2026-12-04 05:16 run, not yet run on a GPU), before the pass: N more
+    captures held alive, then ``--captures`` late ones, timed interleaved with the early ones (is a capture made
+    after many others, as the pass's second capture is made after its variants, slower).
 
 Each capture's gap total is its step (interleaved, no CUPTI) less its CUPTI op durations summed; the pass's
 stitched total is set against the first capture's (what the pass checks against) and against the median over all.
@@ -45,6 +48,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--block", type=int, default=4, help="steps timed back to back per capture per round")
     parser.add_argument("--kernel-seconds", type=float, default=5.0)
     parser.add_argument("--no-pass", action="store_true", help="only the captures, not the sampled pass")
+    parser.add_argument(
+        "--crowd", type=int, default=0,
+        help="then this many more captures, kept alive, and --captures more after them, timed with the first ones",
+    )  # fmt: skip
     parser.add_argument("--budget-s", type=float, default=500.0, help="skip cells that would start after this")
     return parser.parse_args()
 
@@ -138,6 +145,8 @@ def run_cell(shape: str, batch: int, mode: str, args: argparse.Namespace) -> dic
         + f" around {step0:.1f}",
         flush=True,
     )
+    if args.crowd:  # captures made after many others, as the pass's second capture is made after its variants
+        record["crowd"] = crowded(clean, pool, markers, runs, args)
     if not args.no_pass:
         from launchprobe.classify import ClassifyConfig
         from launchprobe.workload.shape import load_shape
@@ -151,6 +160,30 @@ def run_cell(shape: str, batch: int, mode: str, args: argparse.Namespace) -> dic
         record["after"] = [summary(t) for t in after]
     record["seconds"] = round(time.perf_counter() - t0, 1)
     return record
+
+
+def crowded(clean: Any, pool: Any, markers: Any, runs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    """``args.crowd`` more captures held alive, then ``args.captures`` late ones; the early runs and the late ones
+    timed interleaved, each against the first."""
+    import torch
+
+    from launchprobe.measure import kernel_pass as kp
+
+    crowd = [kp.recapture(clean, pool, markers) for _ in range(args.crowd)]
+    late = [kp.recapture(clean, pool, markers) for _ in range(args.captures)]
+    for again in late:
+        again.run()  # upload
+    torch.cuda.synchronize()
+    timed = [summary(t) for t in interleaved(runs + [c.run for c in late], args.rounds, args.block, seed=3)]
+    first = timed[0]["median_us"]
+    print(
+        f"  after {len(crowd)} more captures: early "
+        + " ".join(f"{x['median_us'] - first:+.1f}" for x in timed[1 : len(runs)])
+        + "; late "
+        + " ".join(f"{x['median_us'] - first:+.1f}" for x in timed[len(runs) :]),
+        flush=True,
+    )
+    return {"captures": len(crowd), "early": timed[: len(runs)], "late": timed[len(runs) :]}
 
 
 def pass_record(run_kernel_pass: Any, clean: Any, mode: str, batch: int, step_ms: float, config: Any, ops: Any) -> Any:
