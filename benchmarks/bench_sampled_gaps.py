@@ -450,8 +450,8 @@ def gap_total_parts(kp: Any) -> dict[str, float]:
     diffs = {c.op: c.stitched_ns - c.cupti_ns for c in check.gap_total_by_class}
     out = {op: d for op, d in sorted(diffs.items(), key=lambda x: -abs(x[1])) if abs(d) >= 5_000}
     out["rest"] = sum(d for op, d in diffs.items() if op not in out)
-    if kp.tail_ns and kp.density == "sampled":  # a dense plan's tail is in op 0's gap
-        out["tail"] = float(kp.tail_ns)
+    if check.gap_total_tail_ns:
+        out["tail"] = float(check.gap_total_tail_ns)
     out["CUPTI"] = check.cupti_gap_sum_ns - check.clean_gap_total_ns
     return out
 

@@ -228,7 +228,8 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert check.ops and check.ops_agree, [(o.op, o.gap_diff_ns) for o in check.ops if not o.gap_agrees]
     assert check.agrees
     # the gap total's difference from clean in its parts: by class, a kept tail and what CUPTI's steps add
-    parts = sum(c.stitched_ns - c.cupti_ns for c in check.gap_total_by_class) + result.tail_ns
+    parts = sum(c.stitched_ns - c.cupti_ns for c in check.gap_total_by_class) + (check.gap_total_tail_ns or 0)
+    assert check.gap_total_tail_ns == result.tail_ns  # sampled: the kept tail, in the total and no op's gap
     assert check.cupti_gap_sum_ns is not None and check.clean_gap_total_ns is not None
     assert parts + check.cupti_gap_sum_ns - check.clean_gap_total_ns == pytest.approx(check.total_gap_diff_ns)
     assert [c.op for c in check.gap_total_by_class] == list(dict.fromkeys(r.op for r in result.kernels))

@@ -154,7 +154,8 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         assert result.end_shift_source and result.end_shift_source.startswith("CUPTI"), result.end_shift_source
         assert all(r.end_shift_ns is not None for r in rows)
     if check.cupti_op_busy_ns is not None:  # grouped: the gap total's difference from clean in its exact parts
-        parts = sum(c.stitched_ns - c.cupti_ns for c in check.gap_total_by_class) + result.tail_ns
+        parts = sum(c.stitched_ns - c.cupti_ns for c in check.gap_total_by_class) + (check.gap_total_tail_ns or 0)
+        assert check.gap_total_tail_ns == result.tail_ns
         assert check.cupti_gap_sum_ns is not None and check.clean_gap_total_ns is not None
         assert parts + check.cupti_gap_sum_ns - check.clean_gap_total_ns == pytest.approx(check.total_gap_diff_ns)
         assert sum(c.count for c in check.gap_total_by_class) == len(rows)

@@ -2016,6 +2016,8 @@ def clean_check(
         "total_gap_diff_ns": gap_diff,
         "cupti_gap_sum_ns": sum(c["cupti_ns"] for c in by_class) if by_class else None,
         "gap_total_by_class": by_class,
+        # a sampled plan's kept tail is in the total and in no op's gap; a dense plan's is in op 0's
+        "gap_total_tail_ns": stitched.tail_ns if by_class and stitched.tail_measured_ns is not None else None,
         "total_gap_tolerance_ns": tolerance,
         "total_gap_noise_ns": round(total_error, 1),
         "total_gap_scatter_ns": scatter,

@@ -844,16 +844,16 @@ def _noise_overlap_clause(check: CuptiCheck) -> str:
 GAP_PARTS_SHOWN = 4  # the classes named in the gap total's parts, by size; the rest summed
 
 
-def _gap_total_parts_line(check: CuptiCheck, tail_ns: int | None) -> str:
+def _gap_total_parts_line(check: CuptiCheck) -> str:
     """Where the stitched gap total parts from clean, exactly: each class's stitched gaps less CUPTI's clean ones at
-    the same positions (the largest named, the rest summed), a kept tail (sampled plans; a dense plan's is in op 0's
-    gap), and CUPTI's gaps less the clean step's (what CUPTI's own steps add)."""
+    the same positions (the largest named, the rest summed), a kept tail, and CUPTI's gaps less the clean step's
+    (what CUPTI's own steps add)."""
     if not check.gap_total_by_class or check.cupti_gap_sum_ns is None or check.clean_gap_total_ns is None:
         return ""
     diffs = sorted(((c.op, c.stitched_ns - c.cupti_ns) for c in check.gap_total_by_class), key=lambda d: -abs(d[1]))
     named = ", ".join(f"{op} {diff / 1e3:+.1f}" for op, diff in diffs[:GAP_PARTS_SHOWN])
     rest = sum(diff for _, diff in diffs[GAP_PARTS_SHOWN:])
-    tail = f"; a kept tail {tail_ns / 1e3:+.1f}" if tail_ns else ""
+    tail = f"; a kept tail {check.gap_total_tail_ns / 1e3:+.1f}" if check.gap_total_tail_ns else ""
     cupti = check.cupti_gap_sum_ns - check.clean_gap_total_ns
     return (
         f"gap total, its parts (us): stitched less CUPTI's clean gaps by class {named}"
@@ -914,7 +914,7 @@ def _cupti_lines(kp: KernelPass, kernel_seconds: float | None) -> list[str]:
         )
         + _capture_step_clause(kp.cupti_capture_check)
     )
-    parts = _gap_total_parts_line(check, kp.tail_ns if kp.density == "sampled" else None)  # dense: in op 0's gap
+    parts = _gap_total_parts_line(check)
     if parts:
         lines.append(parts)
     if check.events_idle_ns is not None:
