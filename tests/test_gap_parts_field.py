@@ -106,6 +106,7 @@ def test_the_parts_are_numpys_and_add_up_to_the_difference_the_pass_reported(mod
         "clean_gap_total_ns"
     ] == pytest.approx(check["total_gap_diff_ns"], abs=1.0)
     assert check["total_gap_diff_ns"] / 1e3 == pytest.approx(cell["reported_gap_total_diff_us"], abs=0.05)
+    assert check["cupti_gap_part_ns"] == pytest.approx(numpy["gap_sum"] - numpy["clean_gap_total"], abs=2.0)
 
 
 def test_cuptis_clean_steps_carry_more_gap_than_the_clean_step_has() -> None:

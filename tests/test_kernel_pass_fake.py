@@ -232,6 +232,7 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert check.gap_total_tail_ns == result.tail_ns  # sampled: the kept tail, in the total and no op's gap
     assert check.cupti_gap_sum_ns is not None and check.clean_gap_total_ns is not None
     assert parts + check.cupti_gap_sum_ns - check.clean_gap_total_ns == pytest.approx(check.total_gap_diff_ns)
+    assert check.cupti_gap_part_ns == pytest.approx(check.cupti_gap_sum_ns - check.clean_gap_total_ns)
     assert [c.op for c in check.gap_total_by_class] == list(dict.fromkeys(r.op for r in result.kernels))
     # the producer stores every class by the better reading and the verdict over the checks, as the report gives them
     timers = result.timer_pairs

@@ -688,6 +688,7 @@ def test_gap_total_parts_line_splits_the_difference_into_classes_and_cuptis_step
         ClassGapTotal(op=op, count=32, stitched_ns=50_000.0 + diff, cupti_ns=50_000.0) for op, diff in classes
     ]
     check.cupti_gap_sum_ns = check.clean_gap_total_ns + 34_000.0
+    check.cupti_gap_part_ns = 34_000.0
     line = next(x for x in _pass_lines(plain_output(run, width=900), "piecewise") if x.startswith("gap total, its"))
     assert line == (
         "gap total, its parts (us): stitched less CUPTI's clean gaps by class silu_mul -25.5, o_proj +24.1, "

@@ -1942,6 +1942,7 @@ def clean_check(
         if ref.op_gap_ns is not None and len(ref.op_gap_ns) == len(stitched.rows)
         else []
     )
+    cupti_gap_sum = sum(c["cupti_ns"] for c in by_class) if by_class else None
     overlap = noise_overlap_ns(stitched.rows)
     like = under_cupti.rows if under_cupti is not None else None
     compare = not durations_from_reference
@@ -2014,7 +2015,8 @@ def clean_check(
         "idle_diff_ns": stitched.idle_ns - clean_idle,
         "cupti_total_gap_ns": ref.step_ns - busy_ref,
         "total_gap_diff_ns": gap_diff,
-        "cupti_gap_sum_ns": sum(c["cupti_ns"] for c in by_class) if by_class else None,
+        "cupti_gap_sum_ns": cupti_gap_sum,
+        "cupti_gap_part_ns": cupti_gap_sum - clean_gap_total if cupti_gap_sum is not None else None,
         "gap_total_by_class": by_class,
         # a sampled plan's kept tail is in the total and in no op's gap; a dense plan's is in op 0's
         "gap_total_tail_ns": stitched.tail_ns if by_class and stitched.tail_measured_ns is not None else None,

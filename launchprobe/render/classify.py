@@ -848,17 +848,16 @@ def _gap_total_parts_line(check: CuptiCheck) -> str:
     """Where the stitched gap total parts from clean, exactly: each class's stitched gaps less CUPTI's clean ones at
     the same positions (the largest named, the rest summed), a kept tail, and CUPTI's gaps less the clean step's
     (what CUPTI's own steps add)."""
-    if not check.gap_total_by_class or check.cupti_gap_sum_ns is None or check.clean_gap_total_ns is None:
+    if not check.gap_total_by_class or check.cupti_gap_sum_ns is None or check.cupti_gap_part_ns is None:
         return ""
     diffs = sorted(((c.op, c.stitched_ns - c.cupti_ns) for c in check.gap_total_by_class), key=lambda d: -abs(d[1]))
     named = ", ".join(f"{op} {diff / 1e3:+.1f}" for op, diff in diffs[:GAP_PARTS_SHOWN])
     rest = sum(diff for _, diff in diffs[GAP_PARTS_SHOWN:])
     tail = f"; a kept tail {check.gap_total_tail_ns / 1e3:+.1f}" if check.gap_total_tail_ns else ""
-    cupti = check.cupti_gap_sum_ns - check.clean_gap_total_ns
     return (
         f"gap total, its parts (us): stitched less CUPTI's clean gaps by class {named}"
         + (f", the other classes {rest / 1e3:+.1f}" if len(diffs) > GAP_PARTS_SHOWN else "")
-        + f"{tail}; CUPTI's gaps less the clean step's {cupti / 1e3:+.1f} (CUPTI's gaps sum to "
+        + f"{tail}; CUPTI's gaps less the clean step's {check.cupti_gap_part_ns / 1e3:+.1f} (CUPTI's gaps sum to "
         f"{check.cupti_gap_sum_ns / 1e3:.1f})"
     )
 

@@ -431,9 +431,10 @@ class CuptiCheck(Record, kw_only=True):
     idle_diff_ns: float | None = None  # events_idle_ns - clean_idle_ns (where ops overlap, positions matter)
     cupti_total_gap_ns: float | None = None  # CUPTI's own step time minus its busy
     total_gap_diff_ns: float | None = None
-    # CUPTI's clean per-position median gaps summed: total_gap_diff_ns is the classes' stitched less CUPTI's sums,
-    # plus gap_total_tail_ns, plus this less clean_gap_total_ns (what CUPTI's own steps add to the gaps)
+    # CUPTI's clean per-position median gaps summed, and that less clean_gap_total_ns (what CUPTI's own steps add to
+    # the gaps): total_gap_diff_ns is the classes' stitched less CUPTI's sums, plus gap_total_tail_ns, plus the part
     cupti_gap_sum_ns: float | None = None
+    cupti_gap_part_ns: float | None = None
     gap_total_by_class: list[ClassGapTotal] = msgspec.field(default_factory=list)
     gap_total_tail_ns: int | None = None  # a sampled plan's kept tail, in the total and no op's gap (dense: null)
     total_gap_tolerance_ns: float | None = None
