@@ -11,7 +11,7 @@ of their own as the pass's variants are), then:
     durations summed, and per op class the median gap;
   - runs the pass ``classify --kernels`` runs against the first capture (``classify.run_kernel_pass``);
   - times the captures again, interleaved, after the pass (did anything drift);
-  - with ``--crowd N`` (added after the 2026-12-04 05:16 run, not yet run on a GPU), before the pass: N more
+  - with ``--crowd N`` (first run on 2026-12-04 07:08, docs/performance.md), before the pass: N more
     captures held alive, then ``--captures`` late ones, timed interleaved with the early ones (is a capture made
     after many others, as the pass's second capture is made after its variants, slower).
 
