@@ -485,7 +485,8 @@ def line(cell: dict[str, Any]) -> str:
     if cell["status"] != "ok":
         return f"{head} {cell['status']}"
     return (
-        f"{head} clean {cell['clean_ms']:.3f} ms, m={cell['stride']}, overhead {pct(cell['overhead'])} "
+        f"{head} clean {clean_step_ms(cell):.3f} ms{clean_before(cell)}, m={cell['stride']}, "
+        f"overhead {pct(cell['overhead'])} "
         f"(max variant {pct(cell['overhead_max_variant'])}), gap total {num(cell.get('stitched_gap_total_us'))} vs "
         f"clean {num(cell.get('clean_gap_total_us'))} us (CUPTI's steps {num(cell.get('cupti_gap_total_us'))}): "
         f"{decided(cell, 'gap_total_agrees')}, op gaps "
@@ -493,6 +494,18 @@ def line(cell: dict[str, Any]) -> str:
         f"{pct(cell.get('cupti_step_vs_clean'))} ({cell['seconds']} s)"
         + ("" if cell["stitched"] else f" REFUSED: {cell['refusal']}")
     )
+
+
+def clean_step_ms(cell: dict[str, Any]) -> float:
+    """The clean step the pass's checks use (the pass's ``clean_step_ms``: the median of its clean references), or,
+    where a record has no pass, the bench's own timing of the clean step before it."""
+    return float((cell.get("kernel_pass") or {}).get("clean_step_ms") or cell["clean_ms"])
+
+
+def clean_before(cell: dict[str, Any]) -> str:
+    """The bench's timing of the clean step before the pass, where the host moved it more than 5% by the pass."""
+    before, during = cell["clean_ms"], clean_step_ms(cell)
+    return f" (timed at {before:.3f} before the pass)" if abs(during / before - 1) > 0.05 else ""
 
 
 def table(cells: list[dict[str, Any]]) -> str:
@@ -531,7 +544,7 @@ def table(cells: list[dict[str, Any]]) -> str:
             else "-"
         )
         rows.append(
-            f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {c['clean_ms']:>9.3f} "
+            f"{c['shape']:<13} {c['mode']:<9} {c['batch']:>3} {clean_step_ms(c):>9.3f} "
             f"{num(100 * c['clean_spread'] if c.get('clean_spread') is not None else None):>5}% "
             f"{c['stride'] or '-':>4} {c.get('reach') or '-':>2} {c.get('cycles') or '-':>3} {pct(c['overhead']):>7} "
             f"{pct(c['overhead_max_variant']):>8} {num(100 * (c.get('variant_noise') or 0)):>4}% "
@@ -546,7 +559,8 @@ def table(cells: list[dict[str, Any]]) -> str:
             f"{c.get('worst_op') or '-':>22} {verdict:>8}"
         )
     rows.append(
-        "spread: the p10-p90 spread of the clean steps timed among the sampled ones (host steady within 5%); cyc: "
+        "clean ms: the pass's clean step, the median of the clean steps timed among the sampled ones (what the "
+        "checks set the picture against); spread: their p10-p90 spread over it (host steady within 5%); cyc: "
         "cycles; pooled: every sampled step against the clean steps timed around its group, median; slowest: the "
         "slowest variant's median of that, +/- its sampling error; <=2%: the budget, by the slowest variant at two "
         "errors, * by the pooled where no variant stands out (a permutation test on ranks, p over 0.05); r: the "

@@ -551,6 +551,11 @@ def test_the_benchs_cell_line_gives_cuptis_own_gap_total_beside_the_clean_one() 
     }  # fmt: skip
     text = bench.line(cell)
     assert "gap total 225.1 vs clean 173.6 us (CUPTI's steps 233.0): n/d, op gaps 12/13" in text
+    assert "clean 4.792 ms, m=103" in text  # a record with no pass: the bench's own timing
+    # the pass's clean step is what the checks use; the bench's timing before the pass only where the host moved it
+    assert "clean 4.800 ms, m=103" in bench.line({**cell, "kernel_pass": {"clean_step_ms": 4.8}})
+    moved = bench.line({**cell, "clean_ms": 3.747, "kernel_pass": {"clean_step_ms": 4.535}})
+    assert "clean 4.535 ms (timed at 3.747 before the pass), m=103" in moved
     del cell["cupti_gap_total_us"]  # records from before the field
     assert "vs clean 173.6 us (CUPTI's steps -): n/d" in bench.line(cell)
     # the table gives the pass's verdict over its checks, which the producer stored (records before it: no row)
