@@ -102,6 +102,7 @@ def test_the_parts_are_numpys_and_add_up_to_the_difference_the_pass_reported(mod
     # exactly: the classes' stitched less CUPTI's, a kept tail, and CUPTI's gaps less the clean step's
     classes = sum(c["stitched_ns"] - c["cupti_ns"] for c in check["gap_total_by_class"])
     assert check["gap_total_tail_ns"] == stitched.tail_ns
+    assert all(c["diff_ns"] == pytest.approx(c["stitched_ns"] - c["cupti_ns"]) for c in check["gap_total_by_class"])
     assert classes + check["gap_total_tail_ns"] + check["cupti_gap_sum_ns"] - check[
         "clean_gap_total_ns"
     ] == pytest.approx(check["total_gap_diff_ns"], abs=1.0)

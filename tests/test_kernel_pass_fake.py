@@ -234,6 +234,7 @@ def test_sampled_pass_end_to_end(fake_cuda: Clock, mode: str) -> None:
     assert parts + check.cupti_gap_sum_ns - check.clean_gap_total_ns == pytest.approx(check.total_gap_diff_ns)
     assert check.cupti_gap_part_ns == pytest.approx(check.cupti_gap_sum_ns - check.clean_gap_total_ns)
     assert [c.op for c in check.gap_total_by_class] == list(dict.fromkeys(r.op for r in result.kernels))
+    assert all(c.diff_ns == pytest.approx(c.stitched_ns - c.cupti_ns) for c in check.gap_total_by_class)
     # the producer stores every class by the better reading and the verdict over the checks, as the report gives them
     timers = result.timer_pairs
     better = timers.with_events_ops_agree if timers is not None and timers.classes_from_events is not None else None

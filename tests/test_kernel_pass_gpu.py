@@ -160,6 +160,7 @@ def test_sampled_pass_stitches_the_clean_step(mode: str) -> None:
         assert parts + check.cupti_gap_sum_ns - check.clean_gap_total_ns == pytest.approx(check.total_gap_diff_ns)
         assert check.cupti_gap_part_ns == pytest.approx(check.cupti_gap_sum_ns - check.clean_gap_total_ns)
         assert sum(c.count for c in check.gap_total_by_class) == len(rows)
+        assert all(c.diff_ns == pytest.approx(c.stitched_ns - c.cupti_ns) for c in check.gap_total_by_class)
     capture = result.cupti_capture_check  # a second capture of the clean graphs, graph modes only
     if mode == "eager" or check.cupti_op_busy_ns is None:
         assert capture is None

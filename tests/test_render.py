@@ -685,7 +685,8 @@ def test_gap_total_parts_line_splits_the_difference_into_classes_and_cuptis_step
     assert check is not None and check.clean_gap_total_ns is not None
     classes = [("o_proj", 24_100.0), ("silu_mul", -25_500.0), ("down", 21_200.0), ("qkv", 19_100.0), ("rotary", 100.0)]
     check.gap_total_by_class = [
-        ClassGapTotal(op=op, count=32, stitched_ns=50_000.0 + diff, cupti_ns=50_000.0) for op, diff in classes
+        ClassGapTotal(op=op, count=32, stitched_ns=50_000.0 + diff, cupti_ns=50_000.0, diff_ns=diff)
+        for op, diff in classes
     ]
     check.cupti_gap_sum_ns = check.clean_gap_total_ns + 34_000.0
     check.cupti_gap_part_ns = 34_000.0

@@ -811,8 +811,10 @@ def test_the_gap_total_splits_exactly_into_its_classes_and_cuptis_own_steps() ->
     stitched = _stitched_like([(10_000, 20_000), (25_000, 50_000), (63_000, 73_000)], 103_000)
     check = clean_check(stitched, 95_000.0, ref)  # type: ignore[arg-type]
     parts = {c["op"]: c for c in check["gap_total_by_class"]}
-    assert parts["y"] == {"op": "y", "count": 2, "stitched_ns": 40_000 + 13_000, "cupti_ns": 40_000 + 10_000}
-    assert parts["x"] == {"op": "x", "count": 1, "stitched_ns": 5_000, "cupti_ns": 5_000}
+    assert parts["y"] == {
+        "op": "y", "count": 2, "stitched_ns": 40_000 + 13_000, "cupti_ns": 40_000 + 10_000, "diff_ns": 3_000
+    }  # fmt: skip
+    assert parts["x"] == {"op": "x", "count": 1, "stitched_ns": 5_000, "cupti_ns": 5_000, "diff_ns": 0}
     assert check["cupti_gap_sum_ns"] == 55_000 and check["gap_total_tail_ns"] is None  # no wrap pair: not sampled
     assert check["cupti_gap_part_ns"] == 55_000 - check["clean_gap_total_ns"] == 5_000  # what CUPTI adds
     classes = sum(c["stitched_ns"] - c["cupti_ns"] for c in check["gap_total_by_class"])

@@ -1797,10 +1797,11 @@ def gap_total_verdict(diff_ns: float, tolerance_ns: float, noise_ns: float) -> b
 
 
 def gap_total_by_class(rows: Sequence[Mapping[str, Any]], cupti_gaps_ns: Sequence[float]) -> list[dict[str, Any]]:
-    """Per op class, in order of first appearance: the stitched gaps summed over its positions and CUPTI's clean
-    per-position median gaps summed over the same positions. Over all classes the stitched sums add to the stitched
-    gap total and CUPTI's to ``sum(cupti_gaps_ns)``, so the gap total's difference from clean splits exactly into
-    each class's difference plus CUPTI's gap sum less the clean step's gap total (what CUPTI adds to the step)."""
+    """Per op class, in order of first appearance: the stitched gaps summed over its positions, CUPTI's clean
+    per-position median gaps summed over the same positions, and the first less the second (``diff_ns``). Over all
+    classes the stitched sums add to the stitched gap total and CUPTI's to ``sum(cupti_gaps_ns)``, so the gap
+    total's difference from clean splits exactly into the classes' ``diff_ns`` plus CUPTI's gap sum less the clean
+    step's gap total (what CUPTI adds to the step)."""
     if len(rows) != len(cupti_gaps_ns):
         raise ValueError(f"{len(rows)} stitched positions against {len(cupti_gaps_ns)} of CUPTI's")
     totals: dict[str, dict[str, Any]] = {}
@@ -1811,6 +1812,8 @@ def gap_total_by_class(rows: Sequence[Mapping[str, Any]], cupti_gaps_ns: Sequenc
         entry["count"] += 1
         entry["stitched_ns"] += float(row["gap_before_ns"])
         entry["cupti_ns"] += float(cupti)
+    for entry in totals.values():
+        entry["diff_ns"] = entry["stitched_ns"] - entry["cupti_ns"]
     return list(totals.values())
 
 

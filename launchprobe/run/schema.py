@@ -389,13 +389,15 @@ class CaptureCheck(Record, kw_only=True):
 
 
 class ClassGapTotal(Record, kw_only=True):
-    """One op class's part of the gap total: the stitched gaps at its positions summed, and CUPTI's clean
-    per-position median gaps at the same positions summed (``sampled.gap_total_by_class``)."""
+    """One op class's part of the gap total: the stitched gaps at its positions summed, CUPTI's clean
+    per-position median gaps at the same positions summed, and the first less the second (``diff_ns``, the class's
+    part of ``CuptiCheck.total_gap_diff_ns``; ``sampled.gap_total_by_class``)."""
 
     op: str
     count: int
     stitched_ns: float
     cupti_ns: float
+    diff_ns: float
 
 
 class CuptiCheck(Record, kw_only=True):
