@@ -447,7 +447,9 @@ def gap_total_parts(kp: Any) -> dict[str, float]:
     check = kp.cupti_check
     if check is None or not check.gap_total_by_class or check.cupti_gap_part_ns is None:
         return {}
-    diffs = {c.op: c.diff_ns for c in check.gap_total_by_class}
+    diffs = {c.op: c.diff_ns for c in check.gap_total_by_class if c.diff_ns is not None}
+    if len(diffs) < len(check.gap_total_by_class):  # files before the field
+        return {}
     out = {op: d for op, d in sorted(diffs.items(), key=lambda x: -abs(x[1])) if abs(d) >= 5_000}
     out["rest"] = sum(d for op, d in diffs.items() if op not in out)
     if check.gap_total_tail_ns:

@@ -698,6 +698,8 @@ def test_gap_total_parts_line_splits_the_difference_into_classes_and_cuptis_step
     )
     check.gap_total_tail_ns = -1_500
     assert "; a kept tail -1.5; CUPTI's" in plain_output(run, width=900)
+    check.gap_total_by_class[0].diff_ns = None  # files before each class's part was stored: no line, none derived
+    assert "gap total, its parts" not in plain_output(run, width=900)
 
 
 def test_fresh_capture_line_names_the_classes_a_fresh_capture_moves() -> None:

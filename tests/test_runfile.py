@@ -20,6 +20,39 @@ def test_round_trip(tmp_path: Path) -> None:
     assert runfile.load_run(path) == run
 
 
+def test_a_file_before_the_class_parts_of_the_gap_total_loads(tmp_path: Path) -> None:
+    """Files written between the classes' parts (2026-12-04 05:00 UTC) and their stored difference (08:30) still
+    load: the difference is null there, not an error."""
+    from launchprobe.run.schema import ClassGapTotal, ClassifyRun
+
+    run = runs.classify_run()
+    check = next(r.kernel_pass.cupti_check for r in run.sorted_results() if r.kernel_pass and r.kernel_pass.cupti_check)
+    assert check is not None
+    check.gap_total_by_class = [
+        ClassGapTotal(op="qkv", count=2, stitched_ns=5_000.0, cupti_ns=3_000.0, diff_ns=2_000.0)
+    ]
+    path = tmp_path / "run.json"
+    runfile.save_run(run, path)
+    raw = json.loads(path.read_text())
+    stored = [
+        part
+        for result in raw["results"]
+        if result.get("kernel_pass") and result["kernel_pass"].get("cupti_check")
+        for part in result["kernel_pass"]["cupti_check"]["gap_total_by_class"]
+    ]
+    assert [part.pop("diff_ns") for part in stored] == [2_000.0]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(raw))
+    loaded = runfile.load_run(old)
+    assert isinstance(loaded, ClassifyRun)
+    parts = next(
+        r.kernel_pass.cupti_check.gap_total_by_class
+        for r in loaded.sorted_results()
+        if r.kernel_pass and r.kernel_pass.cupti_check and r.kernel_pass.cupti_check.gap_total_by_class
+    )
+    assert [(c.op, c.stitched_ns, c.diff_ns) for c in parts] == [("qkv", 5_000.0, None)]
+
+
 def test_save_refuses_to_overwrite_and_leaves_no_temp_files(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_text("mine")

@@ -397,7 +397,7 @@ class ClassGapTotal(Record, kw_only=True):
     count: int
     stitched_ns: float
     cupti_ns: float
-    diff_ns: float
+    diff_ns: float | None = None  # null in files before 2026-12-04 08:30 UTC
 
 
 class CuptiCheck(Record, kw_only=True):
