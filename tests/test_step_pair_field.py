@@ -1,8 +1,9 @@
 """Timer readings of the gap between steps, across two steps, on the H200 (tests/fixtures/field/step_pair_h200.json.gz:
-all 12 graph cells in two processes, 2026-12-04 11:48-11:52 UTC, ``benchmarks/field/step_pair.py``; docs/gaps.md,
-"Timer pairs"). Why no timer pair of the pass reads op 0's gap: a timer as the step's last node lengthens the
-boundary it is to read, a second one lengthens it by a different amount, and a bridge around the last op, which
-leaves the boundary alone, still misses CUPTI's clean gap by several microseconds in full graph batch 8. Numpy on
+all 12 graph cells in two processes, 2026-12-04 11:48-11:52 UTC, and six cells with the lead variant at 12:03,
+``benchmarks/field/step_pair.py``; docs/gaps.md, "Timer pairs"). Why no timer pair of the pass reads op 0's gap:
+a timer as the step's last node lengthens the boundary it is to read, a second one lengthens it by a different
+amount, and a bridge around the last op, which leaves the boundary alone, still misses CUPTI's clean gap by
+several microseconds in full graph batch 8, where op 0 does not run without CUPTI as long as under it. Numpy on
 the per-step readings and CUPTI's rows, not launchprobe's code; the lab tool's table against numpy."""
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def _processes() -> list[list[dict[str, Any]]]:
 
 def _cells() -> list[dict[str, Any]]:
     return [cell for process in _processes() for cell in process]
+
+
+@cache
+def _lead_cells() -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = json.loads(gzip.decompress(FIXTURE.read_bytes()))["lead"]["cells"]
+    return cells
 
 
 def _gap_at(rows: list[list[int]], last_end: int) -> float:
@@ -117,13 +124,27 @@ def test_no_timer_reading_of_the_gap_between_steps_holds_the_op_bar_in_full_grap
     assert misses == 3
 
 
+def test_op_0_with_a_timer_right_before_it_runs_5_us_longer_without_cupti_in_8b_full_batch_8() -> None:
+    """The lead variant (a timer right before op 0 and one after it, in one graph): its reading without CUPTI less
+    under CUPTI is +4.98 us in 8B full b8, where the bridge read +5.76 over CUPTI's clean gap, and -1.02 to +0.66
+    in the five other cells. So there the duration taken off every timer reading, CUPTI's, is not what op 0 runs
+    without CUPTI; in 1B full b8 (+0.66) it does not explain the bridge's +3.78."""
+    moved = {}
+    for cell in _lead_cells():
+        raw = cell["raw"]
+        assert len(raw["leads_ns"]) == 96 and len(raw["leads_under_cupti_ns"]) == 32
+        moved[cell["cell"]] = float(np.median(raw["leads_ns"]) - np.median(raw["leads_under_cupti_ns"]))
+    assert moved.pop("llama-3-8b:full:8") > 4000
+    assert len(moved) == 5 and max(abs(v) for v in moved.values()) < 1100
+
+
 def test_the_lab_tools_table_is_numpys() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("step_pair_lab", ROOT / "benchmarks/field/step_pair.py")
     assert spec is not None and spec.loader is not None
     lab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lab)
-    for cell in _cells():
+    for cell in _cells() + _lead_cells():
         n = _numpy(cell)
         table = lab.summary(cell["raw"])
         assert table == {k: cell[k] for k in table}  # the fixture's table is the tool's
@@ -133,3 +154,7 @@ def test_the_lab_tools_table_is_numpys() -> None:
         assert table["cupti_timed_less_clean_ns"] == pytest.approx(n["timed"] - n["clean"], abs=1)
         assert table["cupti_bridged_less_clean_ns"] == pytest.approx(n["bridged"] - n["clean"], abs=1)
         assert table["like_for_like_ns"] == pytest.approx(n["like_for_like"], abs=1)
+        if "leads_ns" in cell["raw"]:
+            leads = np.asarray(cell["raw"]["cupti_leads_ns"])  # the two timers' ends, op 0's start and end
+            assert table["lead_ns"] == pytest.approx(float(np.median(cell["raw"]["leads_ns"])), abs=1)
+            assert table["lead_op0_duration_ns"] == pytest.approx(float(np.median(leads[:, 3] - leads[:, 2])), abs=1)

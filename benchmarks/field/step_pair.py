@@ -17,8 +17,10 @@ the extrapolation, and the pair less CUPTI's gap in the same steps under CUPTI (
 A *bridge* leaves the boundary without a timer: its timer is after the step's second-last op, the next step's
 after op 0, and the *span* variant's pair (timers after the second-last and the last op of one step) is taken off:
 the bridge less the span less op 0's duration reads the gap between steps (``bridge_gap_ns``), the timer before
-the last op costing it alike in both. Every reading is kept per step (``raw``) so that a test can recompute the
-table. On the GPU machine:
+the last op costing it alike in both. A *lead* variant puts a timer right before op 0 and one after it, in the
+same graph: its difference, without CUPTI and under it, says whether op 0 (with its start after the graph's first
+node) runs as long without CUPTI as the duration taken off the readings above (``lead_*``). Every reading is kept
+per step (``raw``) so that a test can recompute the table. On the GPU machine:
 
     source .gpu/setup.sh; python3 benchmarks/field/step_pair.py --out $OUT/step_pair.json
 """
@@ -38,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 
 SHAPES, MODES, BATCHES = ("llama-3.2-1b", "llama-3-8b"), ("piecewise", "full"), (1, 8, 64)
 CELLS = ",".join(f"{s}:{m}:{b}" for s in SHAPES for m in MODES for b in BATCHES)
-TAIL, HEAD, TAIL2, HEAD2, BRIDGE, HEAD3, SPAN = range(7)  # the variants; each tail or bridge runs before its head
-TIMERS = {TAIL: 1, HEAD: 1, TAIL2: 2, HEAD2: 1, BRIDGE: 1, HEAD3: 1, SPAN: 2}
+TAIL, HEAD, TAIL2, HEAD2, BRIDGE, HEAD3, SPAN, LEAD = range(8)  # each tail or bridge runs right before its head
+TIMERS = {TAIL: 1, HEAD: 1, TAIL2: 2, HEAD2: 1, BRIDGE: 1, HEAD3: 1, SPAN: 2, LEAD: 2}
 FOLLOWS = {TAIL: HEAD, TAIL2: HEAD2, BRIDGE: HEAD3}
 
 
@@ -50,7 +52,8 @@ def _median(values: Sequence[float]) -> float:
 class _Pair:
     """The timer variants for ``run_cycles``, each with its own buffer: a tail with one timer after the last op
     (slot n - 1), a tail with two (slots n - 1, then n - 2), a bridge with one after the second-last op (slot
-    n - 2), a head after each with one after op 0 (slot 0), and the span with one after each of the last two ops."""
+    n - 2), a head after each with one after op 0 (slot 0), the span with one after each of the last two ops, and
+    the lead with one right before op 0 (slot n - 1) and one after it (slot 0)."""
 
     def __init__(self, clean: Any, ops: Sequence[Any], pool: Any) -> None:
         import torch
@@ -71,11 +74,28 @@ class _Pair:
 
             return mark
 
+        def led(buffer: Any) -> Any:
+            def mark(op: Any, slot: int, graphed: bool) -> Any:
+                after = kernel_pass._then_time(op, slot, graphed, buffer=buffer, pdl=True)
+
+                def run() -> None:
+                    record_time(buffer, n - 1, True)
+                    after.run()
+
+                return type(op)(op.name, op.layer, run)
+
+            return mark
+
         self.marks = {TAIL: [n - 1], TAIL2: [n - 1], BRIDGE: [n - 2], SPAN: [n - 2, n - 1]}
-        self.slots = {**self.marks, TAIL2: [n - 1, n - 2]}
+        self.slots = {**self.marks, TAIL2: [n - 1, n - 2], LEAD: [n - 1, 0]}
         self.runners = [
             kernel_pass._marked_runner(
-                clean, ops, set(self.marks.get(v, [0])), timed(self.buffers[v], v == TAIL2), pool, None
+                clean,
+                ops,
+                set(self.marks.get(v, [0])),
+                led(self.buffers[v]) if v == LEAD else timed(self.buffers[v], v == TAIL2),
+                pool,
+                None,
             )
             for v in TIMERS
         ]
@@ -142,6 +162,7 @@ def cell(shape: str, mode: str, batch: int, cycles: int, cupti_cycles: int) -> d
         seen.append((v, sampled.group_ops(kernels, counts), timers))
     # per timed boundary under CUPTI: the last op's end, the trailing timers' ends, op 0's start and end after it
     kinds = {TAIL: "tail", TAIL2: "tail2", BRIDGE: "bridge"}
+    leads = [[*t, *a[0]] for v, a, t in seen if v == LEAD]  # the timers' ends, op 0's start and end
     boundaries: dict[str, list[list[int]]] = {kind: [] for kind in kinds.values()}
     clean_cycle = []
     for (va, a, ta), (vb, b, _) in zip(seen, seen[1:]):
@@ -162,6 +183,9 @@ def cell(shape: str, mode: str, batch: int, cycles: int, cupti_cycles: int) -> d
         "bridges_under_cupti_ns": _pairs(under, n - 2, BRIDGE),
         "spans_under_cupti_ns": _spans(under, n),
         "cupti_boundaries_ns": boundaries,
+        "leads_ns": [int(s.ends[0] - s.ends[n - 1]) for s in steps if s.variant == LEAD],
+        "leads_under_cupti_ns": [int(s.ends[0] - s.ends[n - 1]) for s in under if s.variant == LEAD],
+        "cupti_leads_ns": leads,
     }
     return {"cell": f"{shape}:{mode}:{batch}", **summary(raw), "raw": raw}
 
@@ -178,7 +202,7 @@ def summary(raw: dict[str, Any]) -> dict[str, float]:
     bridged = _median([b[-2] - b[1] for b in bridge])  # from the last op's end
     bridge_gap = _median(raw["bridges_ns"]) - _median(raw["spans_ns"]) - duration
     bridge_under = _median(raw["bridges_under_cupti_ns"]) - _median(raw["spans_under_cupti_ns"]) - duration
-    return {
+    out = {
         "cupti_clean_gap_ns": clean,
         "cupti_cycle_clean_gap_ns": _median(raw["clean_cycle_gaps_ns"]),
         "op0_duration_ns": duration,
@@ -198,6 +222,15 @@ def summary(raw: dict[str, Any]) -> dict[str, float]:
         "bridge_like_for_like_ns": bridge_under - bridged,
         "span_ns": _median(raw["spans_ns"]),
     }
+    if "leads_ns" in raw:  # from the lead variant on (not in the first recordings)
+        cupti = raw["cupti_leads_ns"]
+        out.update(
+            lead_ns=_median(raw["leads_ns"]),
+            lead_under_cupti_ns=_median(raw["leads_under_cupti_ns"]),
+            lead_op0_duration_ns=_median([r[3] - r[2] for r in cupti]),
+            lead_op0_start_after_lead_ns=_median([r[2] - r[0] for r in cupti]),
+        )
+    return out
 
 
 def show(results: Sequence[dict[str, Any]]) -> str:
@@ -218,10 +251,13 @@ def show(results: Sequence[dict[str, Any]]) -> str:
         "br-cl": "bridge_less_clean_ns",
         "tb-cl": "cupti_bridged_less_clean_ns",
         "br-l4l": "bridge_like_for_like_ns",
+        "lead": "lead_ns",
+        "lead/C": "lead_under_cupti_ns",
+        "l-dur": "lead_op0_duration_ns",
     }
     lines = [f"{'cell (us)':26}" + "".join(f"{c:>8}" for c in columns)]
     for r in results:
-        lines.append(f"{r['cell']:26}" + "".join(f"{r[k] / 1e3:8.2f}" for k in columns.values()))
+        lines.append(f"{r['cell']:26}" + "".join(f"{r.get(k, float('nan')) / 1e3:8.2f}" for k in columns.values()))
     return "\n".join(lines)
 
 
