@@ -1,6 +1,7 @@
 """Timer readings of the gap between steps, across two steps, on the H200 (tests/fixtures/field/step_pair_h200.json.gz:
-all 12 graph cells in two processes, 2026-12-04 11:48-11:52 UTC, and six cells with the lead variant at 12:03,
-``benchmarks/field/step_pair.py``; docs/gaps.md, "Timer pairs"). Why no timer pair of the pass reads op 0's gap:
+all 12 graph cells in two processes, 2026-12-04 11:48-11:52 UTC, six cells with the lead variant at 12:03, and five
+piecewise cells each after the pass in its process at 12:29-12:37, ``benchmarks/field/step_pair.py`` and
+``pass_and_bridge.py``; docs/gaps.md, "Timer pairs"). Why no timer pair of the pass reads op 0's gap:
 a timer as the step's last node lengthens the boundary it is to read, a second one lengthens it by a different
 amount, and a bridge around the last op, which leaves the boundary alone, still misses CUPTI's clean gap by
 several microseconds in full graph batch 8, where op 0 does not run without CUPTI as long as under it. Numpy on
@@ -138,13 +139,38 @@ def test_op_0_with_a_timer_right_before_it_runs_5_us_longer_without_cupti_in_8b_
     assert len(moved) == 5 and max(abs(v) for v in moved.values()) < 1100
 
 
+@cache
+def _with_pass() -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = json.loads(gzip.decompress(FIXTURE.read_bytes()))["with_pass"]["cells"]
+    return cells
+
+
+def test_in_one_process_the_gap_between_piecewise_steps_took_each_value_at_a_different_moment() -> None:
+    """Each cell ran the pass, then the bridge, in one process. CUPTI's clean reference of the pass and the one
+    the bridge took seconds later differ by 0.99-1.35 us in four of the five cells, the high value (5.8-5.9 us) in
+    one and the low (4.5-4.8) in the other, either way round; the bridge, without CUPTI, read 4.40-4.85 us here
+    against 5.22-6.98 in 13 of the 14 piecewise passes of the other processes. The gap itself, not only CUPTI's
+    view of it, takes values about 1 us apart. The events read it 0.21-1.17 us below the bridge in every cell."""
+    moved, below, bridges = 0, [], []
+    for cell in _with_pass():
+        op0, bridge = cell["pass"]["op0"], _numpy(cell["bridge"])
+        moved += abs(op0["cupti_gap_ns_median"] - bridge["clean"]) > 900
+        below.append(op0["events_gap_ns_median"] - bridge["bridge"])
+        bridges.append(bridge["bridge"])
+    assert len(_with_pass()) == 5 and moved == 4
+    assert max(below) < -150 and min(below) > -1250
+    assert max(bridges) < 4900
+    elsewhere = [_numpy(c)["bridge"] for c in _cells() + _lead_cells() if ":piecewise:" in c["cell"]]
+    assert len(elsewhere) == 14 and sum(v > 5200 for v in elsewhere) == 13
+
+
 def test_the_lab_tools_table_is_numpys() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("step_pair_lab", ROOT / "benchmarks/field/step_pair.py")
     assert spec is not None and spec.loader is not None
     lab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lab)
-    for cell in _cells() + _lead_cells():
+    for cell in _cells() + _lead_cells() + [c["bridge"] for c in _with_pass()]:
         n = _numpy(cell)
         table = lab.summary(cell["raw"])
         assert table == {k: cell[k] for k in table}  # the fixture's table is the tool's
