@@ -130,20 +130,17 @@ def cell(shape: str, mode: str, batch: int, cycles: int, cupti_cycles: int) -> d
     reference = kernel_pass.clean_reference(clean)
     if reference is None:
         raise SystemExit("CUPTI is not available")
-    ref = sampled.cupti_reference(reference.kernels, reference.step_ns, counts)
-    assert ref.op_gap_ns is not None and ref.op_gap_error_ns is not None and ref.op_duration_ns is not None
     clean_gaps = [
         sampled.group_ops(b, counts)[0][0] - max(e for _, e in a)
         for a, b in zip(reference.kernels, reference.kernels[1:])
     ]
     pair = _Pair(clean, ops, pool)
-    follows = FOLLOWS
-    steps, _ = kernel_pass.run_cycles(pair, clean, cycles, follows=follows)
+    steps, _ = kernel_pass.run_cycles(pair, clean, cycles, follows=FOLLOWS)
     ran: list[int] = []
     under: list[Any] = []
 
     def under_cupti() -> None:
-        under.extend(kernel_pass.run_cycles(pair, clean, cupti_cycles, follows=follows, warm=False, ran=ran)[0])
+        under.extend(kernel_pass.run_cycles(pair, clean, cupti_cycles, follows=FOLLOWS, warm=False, ran=ran)[0])
 
     rows = [row for row in cuda_intervals(under_cupti) if not row[0].lower().startswith("memcpy")]  # the reads
     clean_names = reference.names[0]
