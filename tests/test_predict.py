@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import runs
@@ -22,6 +23,27 @@ def test_graphs_adds_a_node_per_op_and_one_launch_to_the_busy_time() -> None:
     assert w.predictable and w.predicted_step_ns == 4_450_000 + 323_000 + 8_400
     assert w.speedup == pytest.approx(9.47e6 / 4_781_400)
     assert "323 ops x 1.00 us per node" in (w.arithmetic or "")
+
+
+def test_graphs_keeps_the_idle_a_graph_does_not_remove() -> None:
+    w = predict.graphs(
+        step_ns=9.47e6, busy_ns=4.45e6, ops=323, node_ns=1_000.0, launch_ns=8_400.0, node_source="x",
+        kept_idle_ns=2.0e6,
+    )  # fmt: skip
+    assert w.predicted_step_ns == 4_450_000 + 2_000_000 + 323_000 + 8_400
+    assert "+ 2.000 ms idle kept" in (w.arithmetic or "") and "stays (2.000 ms" in (w.assumptions or "")
+    plain = predict.graphs(step_ns=9.47e6, busy_ns=4.45e6, ops=323, node_ns=1e3, launch_ns=8.4e3, node_source="x")
+    assert "idle kept" not in (plain.arithmetic or "") and "no host synchronisation" in (plain.assumptions or "")
+
+
+def test_trace_windows_keep_their_queued_and_no_work_idle_and_the_whole_trace_predicts_nothing() -> None:
+    step = runs.window("decode_step", 0, 10.0, 4.0, 400, idle_no_work_ns=500_000)  # other idle: 0.3 ms of 6
+    predict.trace_what_ifs(step, node_ns=1_000.0, launch_ns=2_000.0, source="x")
+    kept = step.idle_other_ns + 500_000
+    assert kept == 800_000 and step.predicted_graph_step_ns == 4_000_000 + kept + 402 * 1_000 + 2_000
+    whole = runs.window("whole trace", 0, 10.0, 4.0, 400)
+    predict.trace_what_ifs(whole, node_ns=1_000.0, launch_ns=2_000.0, source="x")
+    assert whole.predicted_graph_step_ns is None and "no step" in (whole.what_ifs[0].reason or "")
 
 
 def test_graphs_without_busy_or_ops_is_not_predictable_and_says_why() -> None:
@@ -195,3 +217,49 @@ def test_eager_steps_of_a_real_trace_predict_its_full_graph_steps() -> None:
         )
         full = summaries[f"decode_step mode=full bucket={bucket}"]
         assert full.predicted_graph_step_ns is None and not full.what_ifs[0].predictable  # already graph replay
+
+
+SHARED_KINETO = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "kineto"
+
+
+def test_a_training_step_that_idles_with_its_work_queued_keeps_that_idle() -> None:
+    """HTA's rank0.json.gz (an A100 rank of a 16-rank training run, ../shared/traces): most of its steps' idle has
+    the next op already queued. Independently of launchprobe (json and numpy): the trace's idle before an op whose
+    launch call had returned when the GPU went idle, or that has none, is most of its idle; launchprobe's whole-trace
+    window classifies the same amount as other. The step's CUDA-graph what-if keeps its typical instance's share,
+    so it predicts far less than busy time alone."""
+    import gzip
+    import statistics
+
+    import numpy as np
+
+    from launchprobe.api import analyze
+
+    path = SHARED_KINETO / "rank0.json.gz"
+    if not path.exists():
+        pytest.skip("../shared/traces is absent")
+    with gzip.open(path) as handle:
+        events = json.load(handle)["traceEvents"]
+    launch_end = {
+        e["args"]["correlation"]: (e["ts"] + e["dur"]) * 1e3 for e in events if e.get("cat") == "cuda_runtime"
+    }
+    ops = sorted(
+        (e["ts"] * 1e3, (e["ts"] + e["dur"]) * 1e3, launch_end.get(e["args"].get("correlation"), -1.0))
+        for e in events
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+    starts, ends, launched = (np.array(c) for c in zip(*ops, strict=True))
+    reach = np.maximum.accumulate(ends)[:-1]  # the GPU's latest end before each next op
+    idle = np.clip(starts[1:] - reach, 0, None)
+    queued = idle[launched[1:] <= reach].sum()  # launch call returned before the GPU went idle, or no launch call
+    assert queued > 0.6 * idle.sum()
+    run = analyze(path)
+    whole = next(w for w in run.windows if w.name == "whole trace")
+    assert whole.idle_other_ns == pytest.approx(queued, rel=0.01)
+    (summary,) = [s for s in run.summaries if s.name != "whole trace"]
+    typical = [w for w in run.windows if w.step_kind is not None and not w.outlier]
+    kept = statistics.median(w.idle_other_ns + w.idle_no_work_ns for w in typical)
+    assert summary.idle_not_launch_p50_ns == pytest.approx(kept, abs=1)
+    assert summary.busy_p50_ns is not None and summary.predicted_graph_step_ns is not None
+    assert summary.predicted_graph_step_ns >= summary.busy_p50_ns + kept
+    assert "idle kept" in (summary.what_ifs[0].arithmetic or "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from launchprobe.analysis.windows import WHOLE_TRACE
 from launchprobe.run.schema import Summary, WhatIf, Window
 
 # Defaults where this GPU has no measured ceiling (analyze of a trace from elsewhere). The node cost is classify's
@@ -36,10 +37,13 @@ def graphs(
     node_ns: float | None,
     launch_ns: float | None,
     node_source: str,
+    kept_idle_ns: float = 0.0,
 ) -> WhatIf:
-    """An eager step replayed as one CUDA graph: the host-side idle goes, each launch becomes a graph node.
+    """An eager step replayed as one CUDA graph: the idle spent waiting for launches goes, each launch becomes a
+    graph node, and the idle a graph does not remove (``kept_idle_ns``: the GPU waiting with work already queued,
+    on a sync or a dependency, or the process issuing no work) stays.
 
-    predicted = GPU busy + ops x per-node cost + one graph launch."""
+    predicted = GPU busy + kept idle + ops x per-node cost + one graph launch."""
     title = "capture the step in a CUDA graph"
     if busy_ns is None:
         return not_predictable(
@@ -51,20 +55,26 @@ def graphs(
         return not_predictable("cuda-graphs", title, "the number of GPU ops per step is not known")
     node = DEFAULT_GRAPH_NODE_NS if node_ns is None else node_ns
     launch = DEFAULT_GRAPH_LAUNCH_NS if launch_ns is None else launch_ns
-    predicted = busy_ns + ops * node + launch
+    predicted = busy_ns + kept_idle_ns + ops * node + launch
+    kept = f" + {kept_idle_ns / 1e6:.3f} ms idle kept" if kept_idle_ns > 0 else ""
+    keeps = (
+        f"the idle with work queued or none issued stays ({kept_idle_ns / 1e6:.3f} ms: syncs, dependencies, no work)"
+        if kept_idle_ns > 0
+        else "no host synchronisation inside the step"
+    )
     return WhatIf(
         kind="cuda-graphs",
         title=title,
         predicted_step_ns=round(predicted),
         speedup=_speedup(step_ns, predicted),
         arithmetic=(
-            f"{busy_ns / 1e6:.3f} ms GPU busy + {ops} ops x {node / 1e3:.2f} us per node + "
+            f"{busy_ns / 1e6:.3f} ms GPU busy{kept} + {ops} ops x {node / 1e3:.2f} us per node + "
             f"{launch / 1e3:.2f} us graph launch = {predicted / 1e6:.3f} ms"
         ),
         assumptions=(
             f"the same kernels run back to back from one graph; per-node cost {node / 1e3:.2f} us "
             f"({node_source if node_ns is not None else 'default: the H200 measurement, no ceiling for this GPU'}); "
-            "no host synchronisation inside the step"
+            f"{keeps}"
         ),
     )
 
@@ -195,24 +205,32 @@ GRAPH_FAN_OUT = 1.5  # kernels per launch call above which a window is already g
 def trace_what_ifs(window: Window | Summary, *, node_ns: float | None, launch_ns: float | None, source: str) -> None:
     """What would help an analysed window, or a summary's typical instance: the CUDA-graph what-if for eager work
     (``predicted_graph_step_ns``); a step that is already graph replay, or whose busy time says nothing, gets a
-    line saying so. A trace has no cost model, so batch and padding what-ifs are not predictable from it."""
+    line saying so, and so does the whole trace, which is no step. The idle a graph does not remove (other and no
+    work, docs/analysis.md) is kept in the prediction. A trace has no cost model, so batch and padding what-ifs are
+    not predictable from it."""
     title = "capture the step in a CUDA graph"
     if isinstance(window, Summary):
         step, busy, ops = window.span_p50_ns, window.busy_p50_ns, window.kernels_per_instance
         per_launch = window.kernels / window.launch_calls if window.launch_calls else None
+        kept = window.idle_not_launch_p50_ns or 0
     else:
         step, busy, ops = window.span_ns, window.busy_ns, window.gpu_ops
         per_launch = window.kernels_per_launch
+        kept = window.idle_other_ns + window.idle_no_work_ns
     if not step:
         return
-    if per_launch is not None and per_launch > GRAPH_FAN_OUT:
+    if window.name == WHOLE_TRACE:
+        what_if = not_predictable(
+            "cuda-graphs", title, "the whole trace is no step: analyse its steps (--steps, --range) for one"
+        )
+    elif per_launch is not None and per_launch > GRAPH_FAN_OUT:
         what_if = not_predictable(
             "cuda-graphs", title, f"already graph replay ({per_launch:.0f} kernels per launch call)"
         )
     else:
         what_if = graphs(
             step_ns=step, busy_ns=busy, ops=round(ops) if ops else None, node_ns=node_ns, launch_ns=launch_ns,
-            node_source=source,
+            node_source=source, kept_idle_ns=kept,
         )  # fmt: skip
     window.what_ifs = [what_if]
     window.predicted_graph_step_ns = what_if.predicted_step_ns

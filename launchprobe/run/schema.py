@@ -958,6 +958,8 @@ class Summary(Record, kw_only=True):
     largest_idle: list[PooledIdleStretch] | None = None
     idle_no_work_ns: int = 0
     typical_instances: int | None = None  # instances that are not outliers
+    # the typical instance's idle with work queued or none issued (other + no work; median of the typical instances)
+    idle_not_launch_p50_ns: int | None = None
     idle_fraction_p50: float | None = None  # median idle share of the typical instances
     no_work_fraction_p50: float | None = None
     host_ahead_p50_ns: int | None = None
