@@ -19,7 +19,7 @@ printf 'step\trc\tseconds\n' > "$TABLE"
 read -r -a EXTRA <<< "${FIELD_EXTRA:-}"  # CPU smoke test: FIELD_EXTRA="--device cpu --dry"
 NSYS_BASE=(nsys profile -s none --cuda-graph-trace=node --force-overwrite=true)
 
-want() {  # want GROUP: FIELD_ONLY (space-separated groups A B E C D F Ccomp) selects; empty runs all
+want() {  # want GROUP: FIELD_ONLY (space-separated groups A B G E C D F Ccomp) selects; empty runs all
   [ -z "${FIELD_ONLY:-}" ] || [[ " $FIELD_ONLY " == *" $1 "* ]]
 }
 
@@ -72,6 +72,11 @@ run_step B_clean 60 python3 "$FIELD/server_bursts.py" --label clean "${EXTRA[@]}
 nsys_step B_server 80 "$BASE" python3 "$FIELD/server_bursts.py" --label nsys "${EXTRA[@]}"
 nsys_step B_server_ctxsw 80 "-t cuda,nvtx --cpuctxsw=process-tree" python3 "$FIELD/server_bursts.py" --label nsys_ctxsw "${EXTRA[@]}"
 nsys_step B_server_osrt 80 "-t cuda,nvtx,osrt --cpuctxsw=none" python3 "$FIELD/server_bursts.py" --label nsys_osrt "${EXTRA[@]}"
+fi
+if want G; then
+# G: a host callback inside the step, eager and as one CUDA graph (no CPU path: it needs the driver's host functions)
+run_step G_clean 60 python3 "$FIELD/host_callback_step.py" --label clean
+nsys_step G_host_callback 90 "$BASE" python3 "$FIELD/host_callback_step.py" --label nsys
 fi
 if want E; then
 # E: launchprobe classify, clean and under launchprobe nsys

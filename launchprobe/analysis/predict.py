@@ -205,7 +205,7 @@ GRAPH_FAN_OUT = 1.5  # kernels per launch call above which a window is already g
 def trace_what_ifs(window: Window | Summary, *, node_ns: float | None, launch_ns: float | None, source: str) -> None:
     """What would help an analysed window, or a summary's typical instance: the CUDA-graph what-if for eager work
     (``predicted_graph_step_ns``); a step that is already graph replay, or whose busy time says nothing, gets a
-    line saying so, and so does the whole trace, which is no step. The idle a graph does not remove (other and no
+    line saying so, and so does the whole trace, which is no step. The idle a graph does not remove (queued and no
     work, docs/analysis.md) is kept in the prediction. A trace has no cost model, so batch and padding what-ifs are
     not predictable from it."""
     title = "capture the step in a CUDA graph"
@@ -216,7 +216,7 @@ def trace_what_ifs(window: Window | Summary, *, node_ns: float | None, launch_ns
     else:
         step, busy, ops = window.span_ns, window.busy_ns, window.gpu_ops
         per_launch = window.kernels_per_launch
-        kept = window.idle_other_ns + window.idle_no_work_ns
+        kept = window.idle_queued_ns + window.idle_no_work_ns
     if not step:
         return
     if window.name == WHOLE_TRACE:

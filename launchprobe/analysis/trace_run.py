@@ -177,7 +177,7 @@ def summarize(
                 top_kernels=extra.get("top_kernels", []),
                 largest_idle=_largest_idle(recs, labels, largest),
                 typical_instances=len(typical),
-                idle_not_launch_p50_ns=percentiles([r.idle_other_ns + r.idle_no_work_ns for r in typical], (50,))[0],
+                idle_not_launch_p50_ns=percentiles([r.idle_queued_ns + r.idle_no_work_ns for r in typical], (50,))[0],
                 idle_fraction_p50=_median_fraction([r.idle_fraction for r in typical]),
                 no_work_fraction_p50=_median_fraction([r.no_work_fraction for r in typical]),
                 host_ahead_p50_ns=percentiles(aheads, (50,))[0],

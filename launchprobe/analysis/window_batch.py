@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from launchprobe.analysis.idle import CLASS_NAMES, HOST_WAIT, OTHER, SHORT_GAP
+from launchprobe.analysis.idle import CLASS_NAMES, HOST_WAIT, OTHER, SHORT_GAP, queued_idle
 from launchprobe.analysis.trace_verdict import decide
 from launchprobe.analysis.windows import NO_WORK, AnalysisOptions, Prepared, Window, window_record
 from launchprobe.run.schema import Distribution, IdleStretch, TopKernel
@@ -144,6 +144,7 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
     host_wait = _per(lengths * hw, stretches) - no_work
     short_gap = _per(lengths * (cls == SHORT_GAP), stretches)
     other = _per(lengths * (cls == OTHER), stretches)
+    queued = _per(queued_idle(s, e, nxt, dev.launch_end), stretches)
     busy = span - _per(lengths, stretches)
     ordered = _sorted_within(lengths, stretches)
     gap_p50, gap_p90, gap_p99 = _quantiles(ordered, stretches)
@@ -160,8 +161,8 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
     tops = _top_kernels(prep, rows[kinds == 0], rid[kinds == 0], n, options.top_kernels)
     source = prep.no_work_source.get(device)
     out = []
-    columns = (span, busy, no_work, host_wait, short_gap, other, lens, stretches)
-    for i, (w, (sp, bz, nwk, hwt, sg, ot, ops, idle)) in enumerate(
+    columns = (span, busy, no_work, host_wait, short_gap, other, queued, lens, stretches)
+    for i, (w, (sp, bz, nwk, hwt, sg, ot, qd, ops, idle)) in enumerate(
         zip(windows, zip(*(c.tolist() for c in columns), strict=True), strict=True)
     ):
         verdict = decide(
@@ -202,6 +203,7 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
                 idle_short_gap_ns=sg,
                 idle_other_ns=ot,
                 idle_no_work_ns=nwk,
+                idle_queued_ns=qd,
                 no_work_fraction=round(nwk / sp, 6) if sp > 0 else None,
                 no_work_source=source,
                 active_ns=sp - nwk,

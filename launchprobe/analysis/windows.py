@@ -28,6 +28,7 @@ from launchprobe.analysis.idle import (
     SHORT_GAP,
     DeviceOps,
     device_ops,
+    queued_idle,
 )
 from launchprobe.analysis.intervals import clipped_union_ns
 from launchprobe.analysis.no_work import DEFAULT_QUIET_NS, Coverage, intersect, no_work_intervals
@@ -557,6 +558,7 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
     # the idle stretches are the complement of the ops' union, so clipped to the window they add up with it
     busy = span - int(lengths.sum())
     split = idle_split(window, prep, i_start, i_end, i_cls)
+    queued = int(queued_idle(i_start, i_end, i_next, own.launch_end).sum())
     rows = window.rows
     kinds = _take(prep.op_kind, rows, prep)
     launch = _launch_numbers(prep, rows)
@@ -601,6 +603,7 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
         idle_short_gap_ns=split.short_gap,
         idle_other_ns=split.other,
         idle_no_work_ns=split.no_work,
+        idle_queued_ns=queued,
         no_work_fraction=round(split.no_work / span, 6) if span > 0 else None,
         no_work_source=prep.no_work_source.get(window.device),
         active_ns=span - split.no_work,

@@ -875,6 +875,9 @@ class Window(Record, kw_only=True):
     no_work_fraction: float | None = None
     no_work_source: str | None = None  # thread-state | quiet-heuristic (how idle_no_work_ns was found)
     active_ns: int | None = None  # span_ns - idle_no_work_ns: what the verdict rule works on
+    # idle with the next op launched over 10 us before, or with no launch call in the trace (idle.queued_idle): it
+    # waited on something else (a callback, an event, a sync), and a CUDA graph does not remove it
+    idle_queued_ns: int = 0
     range_start_ns: int | None = None  # the range on the host (null for whole-trace windows)
     range_end_ns: int | None = None
     range_ns: int | None = None
@@ -958,7 +961,7 @@ class Summary(Record, kw_only=True):
     largest_idle: list[PooledIdleStretch] | None = None
     idle_no_work_ns: int = 0
     typical_instances: int | None = None  # instances that are not outliers
-    # the typical instance's idle with work queued or none issued (other + no work; median of the typical instances)
+    # the typical instance's idle not spent waiting for a launch: queued or no work (median of the typical instances)
     idle_not_launch_p50_ns: int | None = None
     idle_fraction_p50: float | None = None  # median idle share of the typical instances
     no_work_fraction_p50: float | None = None
