@@ -84,9 +84,9 @@ def queued_idle(starts: Ints, ends: Ints, next_op: Ints, launch_end: Ints) -> In
     op with no launch call in the trace: idle with the work already queued, which faster launching (a CUDA graph)
     does not remove. A stretch that no op ends has none."""
     has_next = next_op >= 0
-    lend = np.where(has_next, launch_end[np.maximum(next_op, 0)] if len(launch_end) else -1, -1)
-    waited = ends - np.maximum(starts, lend) - QUEUED_AFTER_LAUNCH_NS
-    queued = np.where(lend < 0, ends - starts, np.clip(waited, 0, None))
+    lend = np.where(has_next, launch_end[np.maximum(next_op, 0)], -1)  # no ops: no stretches, nothing indexed
+    waited = np.clip(ends - np.maximum(starts, lend) - QUEUED_AFTER_LAUNCH_NS, 0, None)
+    queued = np.where(lend < 0, ends - starts, waited)
     return np.where(has_next, queued, 0).astype(np.int64, copy=False)
 
 

@@ -58,7 +58,8 @@ def graphs(
     predicted = busy_ns + kept_idle_ns + ops * node + launch
     kept = f" + {kept_idle_ns / 1e6:.3f} ms idle kept" if kept_idle_ns > 0 else ""
     keeps = (
-        f"the idle with work queued or none issued stays ({kept_idle_ns / 1e6:.3f} ms: syncs, dependencies, no work)"
+        f"the idle with work queued (behind a callback, event, sync or other stream) or none issued stays "
+        f"({kept_idle_ns / 1e6:.3f} ms)"
         if kept_idle_ns > 0
         else "no host synchronisation inside the step"
     )
