@@ -47,6 +47,13 @@ def test_queued_idle_is_the_wait_after_the_next_ops_launch_returned_beyond_its_l
     launch_end = np.array([20_000, 90_000, -1, 347_000])
     queued = queued_idle(starts, ends, np.array([0, 1, 2, 3, -1]), launch_end)
     assert queued.tolist() == [30_000 - lat, 50_000 - lat, 50_000, 0, 0]
+    # no-work time is counted on its own: left out of a host-wait stretch's queued part, not of another class's
+    from launchprobe.analysis.no_work import Coverage
+
+    no_work = Coverage(np.array([40_000, 100_000]), np.array([45_000, 110_000]))
+    host_wait = np.array([True, False, False, False, False])
+    queued = queued_idle(starts, ends, np.array([0, 1, 2, 3, -1]), launch_end, no_work, host_wait)
+    assert queued.tolist() == [30_000 - lat - 5_000, 50_000 - lat, 50_000, 0, 0]
 
 
 def test_trace_windows_keep_their_queued_and_no_work_idle_and_the_whole_trace_predicts_nothing() -> None:

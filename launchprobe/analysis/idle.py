@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from launchprobe.analysis.intervals import start_order
+from launchprobe.analysis.no_work import Coverage
 
 Ints = npt.NDArray[np.int64]
 
@@ -78,15 +79,26 @@ class DeviceOps:
         return s[keep], e[keep], nxt[keep], cls[keep]
 
 
-def queued_idle(starts: Ints, ends: Ints, next_op: Ints, launch_end: Ints) -> Ints:
+def queued_idle(
+    starts: Ints,
+    ends: Ints,
+    next_op: Ints,
+    launch_end: Ints,
+    no_work: Coverage | None = None,
+    host_wait: npt.NDArray[np.bool_] | None = None,
+) -> Ints:
     """Per idle stretch [starts, ends) ended by the op at ``next_op`` (a position into ``launch_end``, -1 for none),
     the part during which that op had been launched more than ``QUEUED_AFTER_LAUNCH_NS`` before, or all of it for an
     op with no launch call in the trace: idle with the work already queued, which faster launching (a CUDA graph)
-    does not remove. A stretch that no op ends has none."""
+    does not remove. A stretch that no op ends has none. With ``no_work`` (the device's no-work idle) and
+    ``host_wait`` (the stretches it is counted in), that part of a host-wait stretch leaves out its no-work time,
+    which the window counts on its own."""
     has_next = next_op >= 0
     lend = np.where(has_next, launch_end[np.maximum(next_op, 0)], -1)  # no ops: no stretches, nothing indexed
-    waited = np.clip(ends - np.maximum(starts, lend) - QUEUED_AFTER_LAUNCH_NS, 0, None)
-    queued = np.where(lend < 0, ends - starts, waited)
+    begin = np.where(lend < 0, starts, np.minimum(np.maximum(starts, lend) + QUEUED_AFTER_LAUNCH_NS, ends))
+    queued = (ends - begin).astype(np.int64)
+    if no_work is not None and len(no_work) and host_wait is not None and host_wait.any():
+        queued[host_wait] -= no_work.within(begin[host_wait], ends[host_wait])
     return np.where(has_next, queued, 0).astype(np.int64, copy=False)
 
 

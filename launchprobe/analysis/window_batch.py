@@ -144,7 +144,7 @@ def _batch(prep: Prepared, device: int, windows: list[Window], options: Analysis
     host_wait = _per(lengths * hw, stretches) - no_work
     short_gap = _per(lengths * (cls == SHORT_GAP), stretches)
     other = _per(lengths * (cls == OTHER), stretches)
-    queued = _per(queued_idle(s, e, nxt, dev.launch_end), stretches)
+    queued = _per(queued_idle(s, e, nxt, dev.launch_end, cov, hw), stretches)
     busy = span - _per(lengths, stretches)
     ordered = _sorted_within(lengths, stretches)
     gap_p50, gap_p90, gap_p99 = _quantiles(ordered, stretches)

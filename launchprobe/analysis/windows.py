@@ -558,7 +558,8 @@ def window_record(window: Window, prep: Prepared, timeline: Timeline, options: A
     # the idle stretches are the complement of the ops' union, so clipped to the window they add up with it
     busy = span - int(lengths.sum())
     split = idle_split(window, prep, i_start, i_end, i_cls)
-    queued = int(queued_idle(i_start, i_end, i_next, own.launch_end).sum())
+    cov = prep.no_work_cov.get(window.device)
+    queued = int(queued_idle(i_start, i_end, i_next, own.launch_end, cov, i_cls == HOST_WAIT).sum())
     rows = window.rows
     kinds = _take(prep.op_kind, rows, prep)
     launch = _launch_numbers(prep, rows)
